@@ -1,0 +1,206 @@
+"""Small, real training runs: healthy ones and one per training problem.
+
+Shared by the demo (`demo/make_demo_logs.py`), the tests and the rule zoo
+(`bench/rule_zoo.py`). Synthetic data only, nothing downloaded; each run takes
+seconds on 2 CPU cores. Every function trains into `log_dir` with HealthCallback
+and returns the History. `expected` lists the finding codes a run must get.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import keras
+import numpy as np
+
+from tb_trainhealth import HealthCallback
+
+
+def _classes(n: int, features: int, classes: int, seed: int, noise: float = 0.5):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=2.0, size=(classes, features))
+    y = rng.integers(0, classes, size=n)
+    x = centers[y] + rng.normal(scale=noise * 2.0, size=(n, features))
+    return x.astype("float32"), y.astype("int32")
+
+
+def _images(n: int, seed: int, size: int = 16, classes: int = 3):
+    """Images whose class is which quadrant holds a bright blob."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, size=n)
+    x = rng.normal(scale=0.3, size=(n, size, size, 1))
+    half = size // 2
+    for i, label in enumerate(y):
+        r, c = divmod(int(label), 2)
+        x[i, r * half : (r + 1) * half, c * half : (c + 1) * half, 0] += 1.0
+    return x.astype("float32"), y.astype("int32")
+
+
+def _regression(n: int, features: int, seed: int, scale: float = 1.0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, features))
+    w = rng.normal(size=(features,))
+    y = np.sin(x @ w) + 0.1 * rng.normal(size=n)
+    return x.astype("float32"), (scale * y).astype("float32")
+
+
+def _mlp(inputs: int, outputs: int, hidden=(32, 32), activation="relu", output_activation=None, **dense_kwargs):
+    layers = [keras.Input((inputs,))]
+    layers += [keras.layers.Dense(h, activation=activation, **dense_kwargs) for h in hidden]
+    layers.append(keras.layers.Dense(outputs, activation=output_activation))
+    return keras.Sequential(layers)
+
+
+def _fit(model, x, y, log_dir, *, epochs, batch_size=32, validation_split=0.2, shuffle=True, extra_callbacks=(), **kw):
+    callbacks = [HealthCallback(log_dir=log_dir, verbose=False), *extra_callbacks]
+    return model.fit(
+        x,
+        y,
+        epochs=epochs,
+        batch_size=batch_size,
+        validation_split=validation_split,
+        shuffle=shuffle,
+        callbacks=callbacks,
+        verbose=0,
+        **kw,
+    )
+
+
+SPARSE_CE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+# -- healthy runs ---------------------------------------------------------------------
+def healthy_mlp(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=8)
+
+
+def healthy_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 1)),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(3),
+        ]
+    )
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def healthy_regression(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _regression(1500, 6, seed)
+    model = _mlp(6, 1, hidden=(64, 64), activation="tanh")
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=10)
+
+
+def healthy_sgd(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(2000, 16, 6, seed, noise=0.6)
+    model = _mlp(16, 6, hidden=(64,))
+    model.compile(keras.optimizers.SGD(0.02, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+# -- broken runs ------------------------------------------------------------------------
+NAN_BATCH = 37  # the batch (0-based, no shuffling) whose input holds a NaN
+
+
+def nan_input(log_dir: str, seed: int = 0):
+    """A NaN in the training data: the loss and every gradient go NaN at that batch."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1600, 10, 4, seed)
+    x[NAN_BATCH * 32 + 5, 3] = np.nan
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=2, validation_split=0.0, shuffle=False)
+
+
+def exploding_gradients(log_dir: str, seed: int = 0):
+    """Plain SGD with a learning rate far too high: gradient norms grow by orders of magnitude."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed, noise=1.0)
+    model = _mlp(10, 4, hidden=(64,))
+    model.compile(keras.optimizers.SGD(2.0), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=3, validation_split=0.0)
+
+
+def vanishing_gradients(log_dir: str, seed: int = 0):
+    """A deep stack of sigmoid layers: early layers get almost no gradient."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4, hidden=(32,) * 10, activation="sigmoid")
+    model.compile(keras.optimizers.SGD(0.01), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=4)
+
+
+DIVERGE_STEP = 150  # the learning rate jumps 300x after this many steps
+
+
+def loss_divergence(log_dir: str, seed: int = 0):
+    """Training goes well until a learning-rate schedule jumps far too high."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1600, 10, 4, seed)
+    model = _mlp(10, 4)
+    lr = keras.optimizers.schedules.PiecewiseConstantDecay([DIVERGE_STEP], [1e-3, 0.3])
+    model.compile(keras.optimizers.Adam(lr), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=8, validation_split=0.0)
+
+
+def loss_plateau(log_dir: str, seed: int = 0):
+    """A learning rate so low that nothing is learned."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-7), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def loss_oscillation(log_dir: str, seed: int = 0):
+    """SGD with a learning rate too high to settle, but not high enough to blow up."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed, noise=1.0)
+    model = _mlp(10, 4, hidden=(64,))
+    model.compile(keras.optimizers.SGD(2.0), SPARSE_CE)
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def overfitting(log_dir: str, seed: int = 0):
+    """A big model on a small, noisy dataset, trained for many epochs."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(300, 20, 4, seed, noise=1.5)
+    model = _mlp(20, 4, hidden=(256, 256))
+    model.compile(keras.optimizers.Adam(2e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=40, batch_size=16, validation_split=0.3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    train: Callable[..., object]
+    expected: tuple[str, ...]  # codes that must appear (warning or critical); () = healthy
+
+
+SCENARIOS = (
+    Scenario("healthy_mlp", healthy_mlp, ()),
+    Scenario("healthy_cnn", healthy_cnn, ()),
+    Scenario("healthy_regression", healthy_regression, ()),
+    Scenario("healthy_sgd", healthy_sgd, ()),
+    Scenario("nan_input", nan_input, ("nonfinite",)),
+    Scenario("exploding_gradients", exploding_gradients, ("exploding_gradients",)),
+    Scenario("vanishing_gradients", vanishing_gradients, ("vanishing_gradients",)),
+    Scenario("loss_divergence", loss_divergence, ("loss_divergence",)),
+    Scenario("loss_plateau", loss_plateau, ("loss_plateau",)),
+    Scenario("loss_oscillation", loss_oscillation, ("loss_oscillation",)),
+    Scenario("overfitting", overfitting, ("overfitting",)),
+)

@@ -1,0 +1,21 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tb-trainhealth",
+    version="0.1.0",
+    description="Finds what went wrong in a TensorFlow training run: a Keras callback, a rule engine, a CLI and a TensorBoard tab.",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["tb_trainhealth", "tb_trainhealth.*"]),
+    python_requires=">=3.10",
+    # No TensorFlow here: the read side (CLI, plugin) runs without it, and users keep
+    # whichever TensorFlow they have (tensorflow, tensorflow-cpu, tf-nightly).
+    install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15"],
+    extras_require={
+        "tf": ["tensorflow>=2.16", "keras>=3.0"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5"],
+    },
+    entry_points={"console_scripts": ["tb-trainhealth = tb_trainhealth.cli:main"]},
+)

@@ -1,0 +1,1 @@
+"""Write side: everything here imports TensorFlow."""

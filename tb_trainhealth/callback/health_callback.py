@@ -1,0 +1,369 @@
+"""HealthCallback: records training health into TensorBoard event files and diagnoses it live."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+
+from tb_trainhealth import engine, schema
+from tb_trainhealth import signals as sig
+from tb_trainhealth.callback.health_writer import HealthWriter
+from tb_trainhealth.callback.step_probe import (
+    COL_GRAD_NORM,
+    COL_LOSS,
+    COL_LR,
+    COL_NONFINITE,
+    Rows,
+    StepProbe,
+)
+from tb_trainhealth.findings import Finding, Severity
+from tb_trainhealth.recorder import SignalRecorder
+from tb_trainhealth.signals import Layer
+
+logger = logging.getLogger(__name__)
+
+# Rows are read back every this many steps: one device->host copy per window
+# instead of one per step (the ring buffer holds twice as many).
+READ_EVERY = 32
+
+
+def _guarded(probe: str):
+    """Run a hook; on an internal error, report once, disable that probe, keep training."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self: HealthCallback, *args, **kwargs):
+            if probe in self._disabled:
+                return None
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as err:
+                self._disable(probe, err)
+                return None
+
+        return wrapper
+
+    return decorate
+
+
+class HealthCallback(keras.callbacks.Callback):
+    """Records health signals of the real training step and diagnoses them as training runs.
+
+    Per step: batch loss, learning rate, global and per-layer gradient norms (from the
+    gradients the optimizer applies, reduced inside the compiled step), per-layer weight
+    norms, NaN/Inf counts in loss/gradients/weights, and wall time. Per epoch: every
+    value in Keras' logs (loss, metrics, validation). Diagnoses run every
+    `diagnose_every` steps and at epoch ends with the same rules as `tb-trainhealth
+    diagnose`; each new warning or critical finding prints one line.
+
+    Example:
+
+    ```python
+    from tb_trainhealth import HealthCallback
+
+    model.fit(x, y, epochs=10, callbacks=[HealthCallback(log_dir="logs/run1")])
+    # then: tensorboard --logdir logs   (Health tab)   or   tb-trainhealth diagnose logs
+    ```
+
+    Args:
+        log_dir: run directory for the event files (any `tf.io.gfile` path, e.g. gs://).
+            Use the same `log_dir` as `keras.callbacks.TensorBoard`: it writes to
+            `log_dir/train` and `log_dir/validation`, this callback to `log_dir` itself.
+        diagnose_every: run the rule engine every this many steps (and at each epoch end).
+        stop_on: "warning" or "critical" to stop training (after recording the diagnosis)
+            when a finding of that severity or worse appears; None never stops.
+        on_finding: called with each new `Finding` (warning or worse), e.g. to page yourself.
+        verbose: print one line per new warning/critical finding.
+    """
+
+    def __init__(
+        self,
+        log_dir: str,
+        *,
+        diagnose_every: int = 200,
+        stop_on: str | None = None,
+        on_finding: Callable[[Finding], Any] | None = None,
+        verbose: bool = True,
+    ):
+        super().__init__()
+        if diagnose_every < 1:
+            raise ValueError(f"diagnose_every must be >= 1, got {diagnose_every}")
+        self.log_dir = str(log_dir)
+        self.diagnose_every = diagnose_every
+        self.stop_on = Severity.parse(stop_on) if stop_on is not None else None
+        self.on_finding = on_finding
+        self.verbose = verbose
+        self._disabled: set[str] = set()
+        self._writer: HealthWriter | None = None
+        self._recorder: SignalRecorder | None = None
+        self._probe: StepProbe | None = None
+        self._reported: set[tuple[str, str | None]] = set()
+        self._nonfinite_seen: set[str] = set()
+        self._pending_events: list[dict[str, Any]] = []
+        self._last_event_step = -1
+        self._step = 0
+        self._last_diagnosed_step = 0
+        self._calls_since_read = 0
+        self._call_ms: list[float] = []
+        self._last_begin: float | None = None
+        self._compiling = True
+        self._steps_per_call = 1
+        self._base_step = 0
+        self.findings: list[Finding] = []
+
+    # -- Keras hooks ----------------------------------------------------------------
+    def on_train_begin(self, logs=None):
+        self._start()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_begin = None  # the first interval of an epoch starts at its first batch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._time_call()
+        self._calls_since_read += 1
+        if self._calls_since_read * self._steps_per_call >= READ_EVERY:
+            self._calls_since_read = 0
+            self._drain()
+            if self._step - self._last_diagnosed_step >= self.diagnose_every:
+                self._diagnose()
+            self._write_events()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._last_begin is not None:
+            self._call_ms.append(math.nan)  # the last call's end is hidden behind validation
+        self._last_begin = None
+        self._drain()
+        self._record_epoch(epoch, logs or {})
+        self._diagnose()
+        self._write_events()
+
+    def on_train_end(self, logs=None):
+        self._finish()
+
+    # -- set-up and tear-down -------------------------------------------------------
+    @_guarded("writer")
+    def _start(self) -> None:
+        model = self.model
+        self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
+        self._base_step = int(np.asarray(model.optimizer.iterations))
+        self._step = max(self._step, self._base_step)
+        self._install_probe()
+        layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]
+        info = {
+            "schema": schema.SCHEMA_VERSION,
+            "model": model.name,
+            "optimizer": type(model.optimizer).__name__,
+            "loss": _describe(getattr(model, "loss", None)),
+            "loss_scale": self._probe.uses_loss_scale if self._probe else False,
+            "layers": [{"name": layer.name, "params": layer.num_params} for layer in layers],
+            "steps_per_execution": self._steps_per_call,
+            "start_step": self._base_step,
+        }
+        if self._writer is None:
+            self._writer = HealthWriter(self.log_dir)
+        if self._recorder is None:
+            self._recorder = SignalRecorder(self.log_dir, layers, info)
+        self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
+        self._call_ms, self._last_begin, self._compiling = [], None, True
+        atexit.register(self._finish)
+
+    @_guarded("gradients")
+    def _install_probe(self) -> None:
+        capacity = max(2 * READ_EVERY, 4 * self._steps_per_call)
+        self._probe = StepProbe(self.model, capacity)
+        self._probe.install()
+
+    def _layout_names(self) -> list[str]:
+        return self._probe.layout.names if self._probe else []
+
+    def _layout_params(self) -> list[int]:
+        return self._probe.layout.num_params if self._probe else []
+
+    def _finish(self) -> None:
+        atexit.unregister(self._finish)
+        self._drain()
+        self._diagnose()
+        self._write_events()
+        self._uninstall_probe()
+        if self._writer is not None:
+            self._writer.flush()
+
+    @_guarded("gradients")
+    def _uninstall_probe(self) -> None:
+        if self._probe is not None:
+            self._probe.uninstall()
+            self._probe = None
+
+    def _disable(self, probe: str, err: Exception) -> None:
+        self._disabled.add(probe)
+        logger.warning("tb-trainhealth: %s probe disabled after an internal error: %r", probe, err, exc_info=True)
+        print(f"tb-trainhealth: {probe} probe disabled after an internal error: {err!r}", file=sys.stderr)
+        if probe == "gradients" and self._probe is not None:
+            try:
+                self._probe.uninstall()
+            finally:
+                self._probe = None
+
+    # -- per step ---------------------------------------------------------------------
+    def _time_call(self) -> None:
+        now = time.perf_counter()
+        if self._last_begin is not None:
+            # The first call of a fit traces and compiles the step: not a step time.
+            self._call_ms.append(math.nan if self._compiling else (now - self._last_begin) * 1000.0)
+            self._compiling = False
+        self._last_begin = now
+
+    @_guarded("gradients")
+    def _drain(self) -> None:
+        if self._probe is None or self._writer is None:
+            return
+        rows = self._probe.read_new_rows(self._base_step)
+        if rows is None:
+            return
+        step_ms = self._step_times(len(rows.steps))
+        self._step = int(rows.steps[-1])
+        scalars = {
+            schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM),
+            schema.TAG_LEARNING_RATE: rows.column(COL_LR),
+            schema.TAG_NONFINITE_COUNT: rows.column(COL_NONFINITE),
+            schema.TAG_STEP_TIME_MS: step_ms,
+        }
+        if self._probe.loss_captured:
+            scalars[schema.TAG_LOSS] = rows.column(COL_LOSS)
+        self._writer.write_rows(rows.steps, scalars, rows.layer_grad_norm, rows.layer_weight_norm)
+        self._record_rows(rows, scalars)
+        self._find_nonfinite(rows)
+
+    def _step_times(self, num_rows: int) -> np.ndarray:
+        """Spread each host call's wall time over the steps it ran; NaN where unknown."""
+        per_step = np.repeat(np.asarray(self._call_ms, np.float64) / self._steps_per_call, self._steps_per_call)
+        self._call_ms = []
+        out = np.full(num_rows, np.nan)
+        # The first rows of a fit were traced and compiled: their time is not a step time.
+        count = min(num_rows, len(per_step))
+        out[num_rows - count :] = per_step[len(per_step) - count :]
+        return out
+
+    def _record_rows(self, rows: Rows, scalars: dict[str, np.ndarray]) -> None:
+        names = {
+            schema.TAG_LOSS: sig.LOSS,
+            schema.TAG_GRAD_NORM: sig.GRAD_NORM,
+            schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
+            schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
+            schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
+        }
+        for tag, values in scalars.items():
+            self._recorder.add_series(names[tag], rows.steps, values)
+        self._recorder.add_layer_series(sig.LAYER_GRAD_NORM, rows.steps, rows.layer_grad_norm)
+        self._recorder.add_layer_series(sig.LAYER_WEIGHT_NORM, rows.steps, rows.layer_weight_norm)
+
+    def _find_nonfinite(self, rows: Rows) -> None:
+        names = self._probe.layout.names
+        nonfinite_layers = (rows.layer_grad_nonfinite > 0) | ~np.isfinite(rows.layer_grad_norm)
+        hits = {
+            "loss": ~np.isfinite(rows.column(COL_LOSS)) if self._probe.loss_captured else None,
+            "gradients": ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
+            "weights": ~np.isfinite(rows.layer_weight_norm).all(axis=1),
+        }
+        for index in np.flatnonzero(rows.column(COL_NONFINITE) > 0):
+            self._writer.write_vector(
+                schema.TAG_LAYER_GRAD_NONFINITE, int(rows.steps[index]), rows.layer_grad_nonfinite[index]
+            )
+        for where, bad in hits.items():
+            if bad is None or not bad.any() or where in self._nonfinite_seen:
+                continue
+            self._nonfinite_seen.add(where)
+            index = int(np.argmax(bad))
+            if where == "weights":
+                layers = [names[i] for i in np.flatnonzero(~np.isfinite(rows.layer_weight_norm[index]))]
+            else:
+                layers = [names[i] for i in np.flatnonzero(nonfinite_layers[index])]
+            event = {
+                "kind": "nonfinite",
+                "where": where,
+                "step": int(rows.steps[index]),
+                "layers": layers,
+                "count": float(rows.layer_grad_nonfinite[index].sum()) if where == "gradients" else None,
+            }
+            self._pending_events.append(event)
+            self._recorder.add_event(event)
+
+    # -- per epoch ----------------------------------------------------------------------
+    @_guarded("epoch")
+    def _record_epoch(self, epoch: int, logs: dict[str, Any]) -> None:
+        values = {key: float(v) for key, v in logs.items() if _is_number(v)}
+        if not values or self._writer is None:
+            return
+        step = self._step
+        self._writer.write_scalars(step, {schema.epoch_tag(key): v for key, v in values.items()})
+        self._writer.write_scalars(step, {schema.epoch_tag("epoch"): float(epoch + 1)})
+        for key, name in (("loss", sig.EPOCH_LOSS), ("val_loss", sig.EPOCH_VAL_LOSS)):
+            if key in values:
+                self._recorder.add_series(name, np.array([step]), np.array([values[key]]))
+
+    # -- online diagnosis ---------------------------------------------------------------
+    @_guarded("diagnosis")
+    def _diagnose(self) -> None:
+        if self._recorder is None:
+            return
+        self._last_diagnosed_step = self._step
+        self.findings = engine.diagnose(self._recorder.signals())
+        for finding in self.findings:
+            if finding.severity < Severity.WARNING or finding.key in self._reported:
+                continue
+            self._reported.add(finding.key)
+            self._pending_events.append({"kind": "finding", "step": self._step, "finding": finding.to_dict()})
+            if self.verbose:
+                at = f" at step {finding.step}" if finding.step is not None else ""
+                print(
+                    f"\ntb-trainhealth [{finding.severity.label}] {finding.code}{at}: {finding.title}  ({self.log_dir})"
+                )
+            self._notify(finding)
+            if self.stop_on is not None and finding.severity >= self.stop_on:
+                self.model.stop_training = True
+                if self.verbose:
+                    print(f"tb-trainhealth: stopping training (stop_on={self.stop_on.label!r}).")
+
+    def _notify(self, finding: Finding) -> None:
+        if self.on_finding is None:
+            return
+        try:
+            self.on_finding(finding)
+        except Exception as err:  # the user's hook must not end their training either
+            print(f"tb-trainhealth: on_finding raised {err!r}; continuing.", file=sys.stderr)
+
+    @_guarded("writer")
+    def _write_events(self) -> None:
+        if not self._pending_events or self._writer is None:
+            return
+        # One record per step, steps strictly increasing: TensorBoard's Rust loader keeps
+        # only the last record of a repeated step. Each event carries its own true step.
+        step = max(self._step, self._last_event_step + 1)
+        self._writer.write_json(schema.TAG_EVENTS, step, self._pending_events)
+        self._last_event_step = step
+        self._pending_events = []
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return np.ndim(value) == 0
+
+
+def _describe(loss: Any) -> str | None:
+    if loss is None:
+        return None
+    if isinstance(loss, str):
+        return loss
+    return getattr(loss, "name", None) or type(loss).__name__

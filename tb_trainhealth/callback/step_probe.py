@@ -1,0 +1,209 @@
+"""Health values computed inside the real training step, from its own gradients.
+
+Keras 3 (TF backend) gives callbacks only `logs`; the gradients exist only inside
+`train_step`. We wrap two methods of the model's optimizer instance, which every
+standard `train_step` (and most custom ones) call:
+
+- `scale_loss(loss)`: sees the batch loss (before loss scaling);
+- `apply(grads, variables)`: sees the gradients actually applied.
+
+Inside the compiled step the wrapper reduces gradients and weights to one small
+row (loss, global norm, lr, per-layer norms, non-finite counts) and writes it
+into a ring buffer of variables. No extra forward/backward pass, no summary op
+inside the (possibly XLA-compiled) step; the callback reads the buffer every few
+steps and writes summaries outside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+# Row layout: fixed columns, then three blocks of one value per layer.
+COL_LOSS, COL_GRAD_NORM, COL_LR, COL_NONFINITE = range(4)
+FIXED_COLUMNS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerLayout:
+    names: list[str]
+    num_params: list[int]
+    var_to_layer: dict[str, int]  # variable path -> layer index
+
+    @classmethod
+    def of(cls, model) -> LayerLayout:
+        names: list[str] = []
+        sizes: list[int] = []
+        var_to_layer: dict[str, int] = {}
+        prefix = model.name + "/"
+        for variable in model.trainable_variables:
+            path = variable.path
+            layer = path.rsplit("/", 1)[0] if "/" in path else path
+            layer = layer.removeprefix(prefix)
+            if layer not in names:
+                names.append(layer)
+                sizes.append(0)
+            index = names.index(layer)
+            var_to_layer[path] = index
+            sizes[index] += int(np.prod(variable.shape))
+        return cls(names, sizes, var_to_layer)
+
+
+@dataclasses.dataclass
+class Rows:
+    """Rows read back from the buffer, for steps `steps` (1-based optimizer steps)."""
+
+    steps: np.ndarray
+    values: np.ndarray  # (n, width)
+    num_layers: int
+
+    def column(self, index: int) -> np.ndarray:
+        return self.values[:, index]
+
+    def block(self, block: int) -> np.ndarray:
+        start = FIXED_COLUMNS + block * self.num_layers
+        return self.values[:, start : start + self.num_layers]
+
+    @property
+    def layer_grad_norm(self) -> np.ndarray:
+        return self.block(0)
+
+    @property
+    def layer_grad_nonfinite(self) -> np.ndarray:
+        return self.block(1)
+
+    @property
+    def layer_weight_norm(self) -> np.ndarray:
+        return self.block(2)
+
+
+class StepProbe:
+    """Installs the optimizer wrappers and owns the ring buffer they write."""
+
+    def __init__(self, model, capacity: int):
+        self.model = model
+        self.optimizer = model.optimizer
+        self.layout = LayerLayout.of(model)
+        self.capacity = capacity
+        self.width = FIXED_COLUMNS + 3 * len(self.layout.names)
+        self.loss_captured = False
+        self._loss = None
+        self._read = 0  # rows consumed so far
+        self.lost_rows = 0
+        with tf.init_scope():
+            self.buffer = tf.Variable(tf.zeros([capacity, self.width]), trainable=False, name="trainhealth_rows")
+            self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_count")
+        self._installed = False
+
+    # -- installing ---------------------------------------------------------------
+    def install(self) -> None:
+        optimizer = self.optimizer
+        original_scale_loss, original_apply = optimizer.scale_loss, optimizer.apply
+
+        def scale_loss(loss):
+            self._loss = loss
+            return original_scale_loss(loss)
+
+        def apply(grads, trainable_variables=None):
+            grads = list(grads)
+            scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
+            result = original_apply(grads, trainable_variables)
+            variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            try:
+                self._record(grads, variables, scale)
+            except Exception:  # never break the user's step: lose the probe, not the training
+                logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+            return result
+
+        object.__setattr__(optimizer, "scale_loss", scale_loss)
+        object.__setattr__(optimizer, "apply", apply)
+        self._installed = True
+        # The train function may already be traced (an earlier fit): retrace with the wrappers.
+        self.model.make_train_function(force=True)
+
+    def uninstall(self) -> None:
+        if not self._installed:
+            return
+        for name in ("scale_loss", "apply"):
+            self.optimizer.__dict__.pop(name, None)
+        self._installed = False
+        # Rebuild (traced lazily on its next call) without the wrappers: also valid mid-fit.
+        self.model.make_train_function(force=True)
+
+    # -- inside the step ----------------------------------------------------------
+    def _record(self, grads: list, variables: list, scale: tf.Tensor) -> None:
+        num_layers = len(self.layout.names)
+        grad_sumsq = [tf.zeros([]) for _ in range(num_layers)]
+        weight_sumsq = [tf.zeros([]) for _ in range(num_layers)]
+        grad_values: list[tuple[int, tf.Tensor]] = []
+        for grad, variable in zip(grads, variables):
+            index = self.layout.var_to_layer.get(variable.path)
+            if index is None:
+                continue
+            weight_sumsq[index] += tf.reduce_sum(tf.square(tf.cast(variable.value, tf.float32)))
+            if grad is None:
+                continue
+            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+            values = tf.cast(values, tf.float32)
+            grad_values.append((index, values))
+            grad_sumsq[index] += tf.reduce_sum(tf.square(values))
+        grad_sumsq_t = tf.stack(grad_sumsq) / (scale * scale)
+        total_sumsq = tf.reduce_sum(grad_sumsq_t)
+
+        def count_nonfinite():
+            counts = [tf.zeros([]) for _ in range(num_layers)]
+            for index, values in grad_values:
+                counts[index] += tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(values)), tf.float32))
+            return tf.stack(counts)
+
+        # Counting needs another pass over the gradients: only do it when a norm is non-finite.
+        layer_nonfinite = tf.cond(tf.math.is_finite(total_sumsq), lambda: tf.zeros([num_layers]), count_nonfinite)
+        loss = tf.zeros([]) + np.nan
+        if self._loss is not None:
+            loss = tf.cast(tf.reshape(self._loss, []), tf.float32)
+            self.loss_captured = True
+        loss_nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.float32) if self.loss_captured else 0.0
+        weight_norms = tf.sqrt(tf.stack(weight_sumsq))
+        weight_nonfinite = tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(weight_norms)), tf.float32))
+        fixed = tf.stack(
+            [
+                loss,
+                tf.sqrt(total_sumsq),
+                tf.cast(self.optimizer.learning_rate, tf.float32),
+                tf.reduce_sum(layer_nonfinite) + loss_nonfinite + weight_nonfinite,
+            ]
+        )
+        row = tf.concat([fixed, tf.sqrt(grad_sumsq_t), layer_nonfinite, weight_norms], axis=0)
+        slot = tf.math.floormod(self.count, self.capacity)
+        self.buffer.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, self.width]))
+        self.count.assign_add(1)
+
+    def _loss_scale(self) -> tf.Tensor:
+        """LossScaleOptimizer hands `apply` scaled gradients: report unscaled norms."""
+        if not self.uses_loss_scale:
+            return tf.ones([])
+        if getattr(self.optimizer, "built", False):
+            return tf.cast(self.optimizer.dynamic_scale, tf.float32)
+        return tf.constant(float(self.optimizer.initial_scale))
+
+    @property
+    def uses_loss_scale(self) -> bool:
+        return hasattr(self.optimizer, "inner_optimizer")
+
+    # -- on the host --------------------------------------------------------------
+    def read_new_rows(self, base_step: int) -> Rows | None:
+        """Rows written since the last read; step = base_step + row number (1-based)."""
+        count = int(self.count.numpy())
+        if count <= self._read:
+            return None
+        buffer = self.buffer.numpy()
+        first = max(self._read, count - self.capacity)
+        self.lost_rows += first - self._read
+        numbers = np.arange(first, count)
+        self._read = count
+        return Rows(base_step + numbers + 1, buffer[numbers % self.capacity], len(self.layout.names))

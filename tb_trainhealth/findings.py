@@ -1,0 +1,98 @@
+"""Findings: what the rule engine says about a run, as plain data."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class Severity(enum.IntEnum):
+    INFO = 0
+    WARNING = 1
+    CRITICAL = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (use info, warning or critical)") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """One suggested change: a short sentence and, where one exists, code to paste."""
+
+    text: str
+    code: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """Which series show the problem, and over which step range."""
+
+    series: tuple[str, ...]
+    start_step: int | None = None
+    end_step: int | None = None
+    layer: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: Severity
+    step: int | None
+    title: str
+    detail: str
+    evidence: Evidence
+    fixes: tuple[Fix, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """Identity across repeated diagnoses of a growing run (code and layer)."""
+        return (self.code, self.evidence.layer)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.label,
+            "step": self.step,
+            "title": self.title,
+            "detail": self.detail,
+            "evidence": {
+                "series": list(self.evidence.series),
+                "start_step": self.evidence.start_step,
+                "end_step": self.evidence.end_step,
+                "layer": self.evidence.layer,
+            },
+            "fixes": [{"text": f.text, "code": f.code} for f in self.fixes],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        evidence = data.get("evidence") or {}
+        return cls(
+            code=str(data["code"]),
+            severity=Severity.parse(str(data["severity"])),
+            step=None if data.get("step") is None else int(data["step"]),
+            title=str(data.get("title", "")),
+            detail=str(data.get("detail", "")),
+            evidence=Evidence(
+                series=tuple(str(s) for s in evidence.get("series", ())),
+                start_step=evidence.get("start_step"),
+                end_step=evidence.get("end_step"),
+                layer=evidence.get("layer"),
+            ),
+            fixes=tuple(Fix(str(f["text"]), f.get("code")) for f in data.get("fixes", ())),
+        )
+
+
+def run_status(findings: list[Finding]) -> str:
+    """The run's badge: the worst severity at or above warning, else "ok"."""
+    worst = max((f.severity for f in findings), default=Severity.INFO)
+    return worst.label if worst >= Severity.WARNING else "ok"

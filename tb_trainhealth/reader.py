@@ -1,0 +1,218 @@
+"""Builds RunSignals from any TensorBoard DataProvider (the plugin's, or the CLI's over a logdir).
+
+Runs are grouped the way Keras lays them out: `keras.callbacks.TensorBoard(log_dir=D)`
+writes `D/train` and `D/validation`, HealthCallback writes `D` itself; all three are
+one training run named `D`. Loss curves are taken from our own tags when present,
+else from Keras' (`epoch_loss`, `batch_loss`) or plain `tf.summary.scalar` tags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import posixpath
+from typing import Any
+
+import numpy as np
+from tensorboard import context as tb_context
+from tensorboard.data import provider as tb_provider
+
+from tb_trainhealth import schema
+from tb_trainhealth import signals as sig
+from tb_trainhealth.signals import Layer, LayerSeries, RunSignals, Series
+
+logger = logging.getLogger(__name__)
+
+KERAS_SUBRUNS = ("train", "validation")
+SCALARS_PLUGIN = "scalars"
+# Points per series handed to the rules; rules are built to work on downsampled series.
+DEFAULT_DOWNSAMPLE = 5000
+
+OUR_SCALARS = {
+    schema.TAG_LOSS: sig.LOSS,
+    schema.TAG_GRAD_NORM: sig.GRAD_NORM,
+    schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
+    schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
+    schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
+    schema.epoch_tag("loss"): sig.EPOCH_LOSS,
+    schema.epoch_tag("val_loss"): sig.EPOCH_VAL_LOSS,
+}
+OUR_LAYER_TENSORS = {
+    schema.TAG_LAYER_GRAD_NORM: sig.LAYER_GRAD_NORM,
+    schema.TAG_LAYER_WEIGHT_NORM: sig.LAYER_WEIGHT_NORM,
+}
+# Loss tags written by Keras' TensorBoard callback or by hand with tf.summary.scalar.
+TRAIN_LOSS_TAGS = {
+    "epoch_loss": sig.EPOCH_LOSS,
+    "batch_loss": sig.BATCH_LOSS,
+    "loss": sig.LOSS,
+    "train_loss": sig.LOSS,
+    "training_loss": sig.LOSS,
+    "train/loss": sig.LOSS,
+    "loss/train": sig.LOSS,
+    "val_loss": sig.EPOCH_VAL_LOSS,
+    "epoch_val_loss": sig.EPOCH_VAL_LOSS,
+    "validation_loss": sig.EPOCH_VAL_LOSS,
+    "val/loss": sig.EPOCH_VAL_LOSS,
+    "loss/validation": sig.EPOCH_VAL_LOSS,
+}
+VALIDATION_LOSS_TAGS = {"epoch_loss": sig.EPOCH_VAL_LOSS, "loss": sig.EPOCH_VAL_LOSS}
+
+
+@dataclasses.dataclass
+class RunGroup:
+    """One training run: its own TensorBoard run plus Keras' train/validation sub-runs."""
+
+    name: str
+    members: dict[str, str]  # role ("main", "train", "validation") -> TensorBoard run name
+
+
+def group_runs(run_names: list[str]) -> list[RunGroup]:
+    groups: dict[str, dict[str, str]] = {}
+    for run in run_names:
+        parent, base = posixpath.split(run) if run != "." else ("", run)
+        if base in KERAS_SUBRUNS:
+            groups.setdefault(parent or ".", {})[base] = run
+        else:
+            groups.setdefault(run, {})["main"] = run
+    return [RunGroup(name, members) for name, members in sorted(groups.items())]
+
+
+class SignalReader:
+    """Reads RunSignals for run groups through one DataProvider; one listing per call of `groups`."""
+
+    def __init__(
+        self,
+        data_provider: tb_provider.DataProvider,
+        experiment_id: str = "",
+        ctx: Any = None,
+        downsample: int = DEFAULT_DOWNSAMPLE,
+    ):
+        self._provider = data_provider
+        self._experiment_id = experiment_id
+        self._ctx = ctx if ctx is not None else tb_context.RequestContext()
+        self._downsample = downsample
+        self._ours_scalars: dict[str, dict[str, Any]] = {}
+        self._ours_tensors: dict[str, dict[str, Any]] = {}
+        self._plain_scalars: dict[str, dict[str, Any]] = {}
+
+    def groups(self) -> list[RunGroup]:
+        """List the runs (refreshing what is known about their tags)."""
+        kwargs = {"experiment_id": self._experiment_id}
+        self._ours_scalars = self._provider.list_scalars(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
+        self._ours_tensors = self._provider.list_tensors(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
+        self._plain_scalars = self._provider.list_scalars(self._ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
+        names = set(self._ours_scalars) | set(self._ours_tensors) | set(self._plain_scalars)
+        return [g for g in group_runs(sorted(names)) if self._relevant(g)]
+
+    def _relevant(self, group: RunGroup) -> bool:
+        """Runs with our data or with a loss curve; other tools' runs are not ours to judge."""
+        for run in group.members.values():
+            if run in self._ours_scalars or run in self._ours_tensors:
+                return True
+            if set(self._plain_scalars.get(run, {})) & set(TRAIN_LOSS_TAGS):
+                return True
+        return False
+
+    def last_step(self, group: RunGroup) -> tuple[int, float]:
+        """A cheap fingerprint of how far a group's data goes (max step, max wall time)."""
+        step, wall = -1, 0.0
+        for run in group.members.values():
+            for listing in (self._ours_scalars, self._ours_tensors, self._plain_scalars):
+                for ts in listing.get(run, {}).values():
+                    step, wall = max(step, ts.max_step), max(wall, ts.max_wall_time)
+        return step, wall
+
+    def read(self, group: RunGroup) -> RunSignals:
+        run = RunSignals(run=group.name)
+        main = group.members.get("main")
+        if main is not None:
+            self._read_ours(main, run)
+        for role, run_name in group.members.items():
+            tag_map = VALIDATION_LOSS_TAGS if role == "validation" else TRAIN_LOSS_TAGS
+            self._read_plain(run_name, tag_map, run)
+        return run
+
+    # -- our plugin's data --------------------------------------------------------------
+    def _check_versions(self, run_name: str, run: RunSignals) -> bool:
+        listings = list(self._ours_scalars.get(run_name, {}).values()) + list(
+            self._ours_tensors.get(run_name, {}).values()
+        )
+        for ts in listings:
+            try:
+                schema.parse_plugin_content(ts.plugin_content)
+            except schema.SchemaError as err:
+                run.errors.append(str(err))
+                return False
+        return bool(listings)
+
+    def _read_ours(self, run_name: str, run: RunSignals) -> None:
+        if not self._check_versions(run_name, run):
+            return
+        run.has_health_data = True
+        scalar_tags = [t for t in self._ours_scalars.get(run_name, {}) if t in OUR_SCALARS]
+        if scalar_tags:
+            data = self._provider.read_scalars(
+                self._ctx,
+                experiment_id=self._experiment_id,
+                plugin_name=schema.PLUGIN_NAME,
+                downsample=self._downsample,
+                run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=scalar_tags),
+            ).get(run_name, {})
+            for tag, points in data.items():
+                if points:
+                    run.series[OUR_SCALARS[tag]] = Series.of([p.step for p in points], [p.value for p in points])
+        tensor_tags = list(self._ours_tensors.get(run_name, {}))
+        if not tensor_tags:
+            return
+        data = self._provider.read_tensors(
+            self._ctx,
+            experiment_id=self._experiment_id,
+            plugin_name=schema.PLUGIN_NAME,
+            downsample=self._downsample,
+            run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=tensor_tags),
+        ).get(run_name, {})
+        for point in data.get(schema.TAG_RUN_INFO, [])[-1:]:
+            run.info = _json_payload(point.numpy, run) or {}
+        run.layers = [
+            Layer(str(layer.get("name", "?")), int(layer.get("params", 0)))
+            for layer in run.info.get("layers", [])
+            if isinstance(layer, dict)
+        ]
+        for point in data.get(schema.TAG_EVENTS, []):
+            payload = _json_payload(point.numpy, run)
+            if isinstance(payload, list):
+                run.events.extend(e for e in payload if isinstance(e, dict) and e not in run.events)
+        for tag, name in OUR_LAYER_TENSORS.items():
+            points = [p for p in data.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]
+            if points and run.layers:
+                run.layer_series[name] = LayerSeries.of(
+                    [p.step for p in points], np.stack([p.numpy for p in points]), len(run.layers)
+                )
+
+    # -- loss curves from Keras' TensorBoard callback or plain tf.summary.scalar ---------
+    def _read_plain(self, run_name: str, tag_map: dict[str, str], run: RunSignals) -> None:
+        tags = [t for t in self._plain_scalars.get(run_name, {}) if t in tag_map and tag_map[t] not in run.series]
+        if not tags:
+            return
+        data = self._provider.read_scalars(
+            self._ctx,
+            experiment_id=self._experiment_id,
+            plugin_name=SCALARS_PLUGIN,
+            downsample=self._downsample,
+            run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=tags),
+        ).get(run_name, {})
+        for tag, points in sorted(data.items()):
+            name = tag_map[tag]
+            if points and name not in run.series:
+                run.series[name] = Series.of([p.step for p in points], [p.value for p in points])
+
+
+def _json_payload(value: Any, run: RunSignals) -> Any:
+    try:
+        raw = value.item() if hasattr(value, "item") else value
+        return json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else str(raw))
+    except (ValueError, AttributeError, UnicodeDecodeError) as err:
+        run.errors.append(f"unreadable tb-trainhealth record: {err}")
+        return None

@@ -1,0 +1,31 @@
+"""The rules: one small function per check, each RunSignals -> list[Finding]."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tb_trainhealth.findings import Finding
+from tb_trainhealth.rules.gradients import (
+    check_exploding_gradients,
+    check_vanishing_gradients,
+)
+from tb_trainhealth.rules.loss_curve import (
+    check_loss_divergence,
+    check_loss_oscillation,
+    check_loss_plateau,
+)
+from tb_trainhealth.rules.numerics import check_nonfinite
+from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.signals import RunSignals
+
+Rule = Callable[[RunSignals], list[Finding]]
+
+ALL_RULES: tuple[Rule, ...] = (
+    check_nonfinite,
+    check_exploding_gradients,
+    check_vanishing_gradients,
+    check_loss_divergence,
+    check_loss_plateau,
+    check_loss_oscillation,
+    check_overfitting,
+)

@@ -1,0 +1,182 @@
+"""`exploding_gradients` and `vanishing_gradients`, from the per-step gradient norms."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.series_math import (
+    finite_part,
+    head_level,
+    rolling_median,
+    smoothing_window,
+)
+from tb_trainhealth.signals import RunSignals
+
+MIN_POINTS = 10
+
+# Exploding: the smoothed global gradient norm climbs this many times above where
+# it started. Healthy runs we measured stay within ~30x (bench/rule_zoo.py); AUTOTRAINER
+# treats a gradient that grows by orders of magnitude as exploding. Onset is where
+# the growth passes EXPLODE_ONSET_RATIO.
+EXPLODE_RATIO = 1e3
+EXPLODE_ONSET_RATIO = 10.0
+# Critical when growth reaches float overflow territory.
+EXPLODE_CRITICAL_RATIO = 1e6
+
+# Vanishing: RMS gradient of the first layer relative to the last layer.
+# AUTOTRAINER flags vanishing when the first/last layer gradient ratio falls below
+# 1e-4 ... (see bench/rule_zoo.py for the healthy range we measured).
+VANISH_RATIO = 1e-4
+# SageMaker Debugger's VanishingGradient: mean |gradient| below 1e-7.
+VANISH_ABSOLUTE = 1e-7
+
+CLIP_FIX = Fix(
+    "Clip gradients and lower the learning rate.",
+    "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
+)
+
+
+def check_exploding_gradients(run: RunSignals) -> list[Finding]:
+    series = run.get(sig.GRAD_NORM)
+    if series is None:
+        return []
+    norms = finite_part(series)
+    keep = norms.values > 0
+    steps, values = norms.steps[keep], norms.values[keep]
+    if len(values) < MIN_POINTS:
+        return []
+    smooth = rolling_median(values, smoothing_window(len(values)))
+    start = head_level(smooth)
+    ratio = float(smooth.max() / start)
+    overflowed = len(norms) < len(series) and not np.isfinite(series.values[-1])
+    if ratio < EXPLODE_RATIO:
+        return []
+    onset_index = int(np.argmax(smooth > start * EXPLODE_ONSET_RATIO))
+    onset = int(steps[onset_index])
+    peak_step = int(steps[int(np.argmax(smooth))])
+    layer = _first_layer_to_grow(run, onset)
+    severity = Severity.CRITICAL if ratio >= EXPLODE_CRITICAL_RATIO or overflowed else Severity.WARNING
+    detail = (
+        f"Global gradient norm grew {ratio:.3g}x: from {start:.3g} at the start to "
+        f"{smooth.max():.3g} (smoothed) at step {peak_step}; growth began near step {onset}."
+    )
+    if layer:
+        detail += f" Layer {layer} grew first."
+    fixes = (
+        CLIP_FIX,
+        Fix(
+            "Add normalisation so activations (and gradients) keep their scale.",
+            "x = keras.layers.BatchNormalization()(x)  # or LayerNormalization for sequences",
+        ),
+        Fix(
+            "Use an initialiser matched to the activation.",
+            'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
+        ),
+        Fix(
+            "Warm up the learning rate over the first steps.",
+            "lr = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=10_000, warmup_target=1e-3, warmup_steps=1_000)",
+        ),
+    )
+    return [
+        Finding(
+            code="exploding_gradients",
+            severity=severity,
+            step=onset,
+            title=f"Gradients exploded: norm grew {ratio:.2g}x from step {onset}",
+            detail=detail,
+            evidence=Evidence((sig.GRAD_NORM, sig.LAYER_GRAD_NORM), onset, peak_step, layer),
+            fixes=fixes,
+        )
+    ]
+
+
+def _first_layer_to_grow(run: RunSignals, near_step: int) -> str | None:
+    layer_norms = run.layer_series.get(sig.LAYER_GRAD_NORM)
+    if layer_norms is None or len(layer_norms) < MIN_POINTS or not run.layers:
+        return None
+    values = np.where(np.isfinite(layer_norms.values), layer_norms.values, np.inf)
+    starts = np.median(values[: max(1, len(values) // 20)], axis=0)
+    grown = values > np.maximum(starts, 1e-30) * EXPLODE_ONSET_RATIO
+    first_index = np.where(grown.any(axis=0), np.argmax(grown, axis=0), len(values))
+    if first_index.min() >= len(values):
+        return None
+    return run.layers[int(np.argmin(first_index))].name
+
+
+def _layer_rms(run: RunSignals) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
+    """Per-step RMS gradient per layer, for the layers that have parameters."""
+    layer_norms = run.layer_series.get(sig.LAYER_GRAD_NORM)
+    if layer_norms is None or len(layer_norms) < MIN_POINTS or len(run.layers) < 2:
+        return None
+    columns = [i for i, layer in enumerate(run.layers) if layer.num_params > 0]
+    if len(columns) < 2:
+        return None
+    sizes = np.array([run.layers[i].num_params for i in columns], dtype=np.float64)
+    rms = layer_norms.values[:, columns] / np.sqrt(sizes)
+    return layer_norms.steps, rms, columns
+
+
+def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
+    layer_rms = _layer_rms(run)
+    if layer_rms is None:
+        return []
+    steps, rms, columns = layer_rms
+    usable = np.isfinite(rms).all(axis=1)
+    steps, rms = steps[usable], rms[usable]
+    if len(steps) < MIN_POINTS:
+        return []
+    first, last = rms[:, 0], rms[:, -1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(last > 0, first / last, np.nan)
+    window = smoothing_window(len(ratio))
+    late = slice(len(ratio) // 2, None)
+    late_ratio = float(np.nanmedian(ratio[late])) if np.isfinite(ratio[late]).any() else float("nan")
+    late_first = float(np.median(first[late]))
+    relative = np.isfinite(late_ratio) and late_ratio < VANISH_RATIO
+    absolute = late_first < VANISH_ABSOLUTE and float(np.median(last[late])) >= VANISH_ABSOLUTE
+    if not (relative or absolute):
+        return []
+    below = rolling_median(np.nan_to_num(ratio, nan=np.inf), window) < VANISH_RATIO
+    if absolute and not relative:
+        below = rolling_median(first, window) < VANISH_ABSOLUTE
+    # Onset: start of the final stretch the condition holds.
+    holds_until_end = np.flip(np.cumprod(np.flip(below)))
+    onset_index = int(np.argmax(holds_until_end)) if holds_until_end.any() else len(steps) // 2
+    onset = int(steps[onset_index])
+    first_name, last_name = run.layers[columns[0]].name, run.layers[columns[-1]].name
+    detail = (
+        f"RMS gradient of the first layer {first_name} is {late_first:.3g}, "
+        f"{late_ratio:.2g}x that of the last layer {last_name} (median over the second half of the run); "
+        "the early layers are barely learning."
+    )
+    fixes = (
+        Fix(
+            "Use ReLU-family activations in hidden layers instead of sigmoid/tanh.",
+            'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
+        ),
+        Fix(
+            "Add normalisation between layers.",
+            "x = keras.layers.BatchNormalization()(x)",
+        ),
+        Fix(
+            "Add residual (skip) connections in deep stacks.",
+            "x = keras.layers.Add()([x, keras.layers.Dense(units, activation='relu')(x)])",
+        ),
+        Fix(
+            "Check the initialisation: very small initial weights shrink gradients layer by layer.",
+            'kernel_initializer="glorot_uniform"  # or "he_normal" for ReLU',
+        ),
+    )
+    return [
+        Finding(
+            code="vanishing_gradients",
+            severity=Severity.WARNING,
+            step=onset,
+            title=f"Gradients vanish before reaching the first layers (first/last ratio {late_ratio:.1g})",
+            detail=detail,
+            evidence=Evidence((sig.LAYER_GRAD_NORM,), onset, int(steps[-1]), first_name),
+            fixes=fixes,
+        )
+    ]

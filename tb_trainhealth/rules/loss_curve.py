@@ -1,0 +1,246 @@
+"""Loss-curve rules: `loss_divergence`, `loss_plateau`, `loss_oscillation`.
+
+They need only a loss series, so they also work on logs written by Keras'
+TensorBoard callback or plain `tf.summary.scalar`. All levels are medians of
+smoothed stretches, so downsampled series (TensorBoard hands plugins ~1000
+points) give the same answers as full ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.series_math import (
+    MIN_NOISY_WINDOW,
+    finite_part,
+    head_level,
+    relative_spread,
+    rolling_median,
+    smoothing_window,
+    tail_level,
+)
+from tb_trainhealth.signals import RunSignals, Series
+
+# Fewest points a loss curve needs before a shape can be called (per step / per epoch).
+MIN_STEP_POINTS = 20
+MIN_EPOCH_POINTS = 4
+
+# Divergence: the run ends at least this many times above its best smoothed loss,
+# having given back at least half of the progress it made.
+DIVERGE_FACTOR = 2.0
+DIVERGE_GIVEBACK = 0.5
+# ... and it is critical when the loss ends far above where it started.
+DIVERGE_CRITICAL_FACTOR = 10.0
+# Spike: one point this many times above the smoothed level just before it and
+# above the starting loss (minibatch noise near convergence stays below the start).
+SPIKE_FACTOR = 10.0
+
+# Plateau: less than this relative improvement from the start (median of the first
+# 5% of steps) to the end (median of the last 25%), with swings smaller than
+# OSCILLATION_SPREAD. losslint's stagnation check uses 1% between the last two
+# quarters; from the start of a noisy per-step curve the medians themselves
+# wander by a few percent (per-batch CE noise ~10% over ~50 points), hence 5%.
+PLATEAU_PROGRESS = 0.05
+# Oscillation: no progress below half the starting loss, and the second half swings
+# with an inter-quartile range at least this share of its level, without trending down.
+OSCILLATION_SPREAD = 0.5
+OSCILLATION_MAX_PROGRESS = 0.5
+OSCILLATION_TREND = 0.9
+
+LR_FIX_LOWER = Fix(
+    "Lower the learning rate (try 3-10x lower).",
+    "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-4), loss=..., metrics=...)",
+)
+LR_FIX_SCHEDULE = Fix(
+    "Decay the learning rate when the loss stops improving.",
+    "keras.callbacks.ReduceLROnPlateau(monitor='loss', factor=0.5, patience=3)",
+)
+CLIP_FIX = Fix(
+    "Clip gradients so one bad batch cannot throw the weights far.",
+    "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
+)
+
+
+def training_loss(run: RunSignals) -> tuple[str, Series] | None:
+    """The best available training-loss curve: per-step, else per-epoch, else Keras' batch means."""
+    for name, minimum in (
+        (sig.LOSS, MIN_STEP_POINTS),
+        (sig.EPOCH_LOSS, MIN_EPOCH_POINTS),
+        (sig.BATCH_LOSS, MIN_STEP_POINTS),
+    ):
+        series = run.get(name)
+        if series is not None:
+            finite = finite_part(series)
+            if len(finite) >= minimum:
+                return name, finite
+    return None
+
+
+def _is_noisy(name: str) -> bool:
+    """Per-step losses carry minibatch noise; per-epoch means do not."""
+    return name != sig.EPOCH_LOSS
+
+
+def check_loss_divergence(run: RunSignals) -> list[Finding]:
+    found = training_loss(run)
+    if found is None:
+        return []
+    name, loss = found
+    smooth = rolling_median(loss.values, smoothing_window(len(loss), _is_noisy(name)))
+    start, end = head_level(loss.values), tail_level(smooth)
+    best_index = int(np.argmin(smooth))
+    best = float(smooth[best_index])
+    progress = max(start - best, 0.0)
+    if best > 0 and end >= DIVERGE_FACTOR * best and end - best >= DIVERGE_GIVEBACK * progress:
+        onset = int(loss.steps[best_index])
+        critical = start > 0 and end >= DIVERGE_CRITICAL_FACTOR * start
+        return [
+            Finding(
+                code="loss_divergence",
+                severity=Severity.CRITICAL if critical else Severity.WARNING,
+                step=onset,
+                title=f"Loss diverged: rising since step {onset} to {end / best:.3g}x its best",
+                detail=(
+                    f"Training loss ({name}) fell from {start:.4g} to {best:.4g} at step {onset}, "
+                    f"then rose to {end:.4g} by the end (step {int(loss.steps[-1])})."
+                ),
+                evidence=Evidence((name,), onset, int(loss.steps[-1])),
+                fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
+            )
+        ]
+    return _loss_spike(name, loss, start)
+
+
+def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
+    if start <= 0 or len(loss) < MIN_STEP_POINTS:
+        return []
+    window = smoothing_window(len(loss)) * 2 + 1
+    # Each point against the median of the points just before it (at least MIN_NOISY_WINDOW).
+    first = MIN_NOISY_WINDOW
+    trailing = np.array([np.median(loss.values[max(0, i - window) : i]) for i in range(first, len(loss))])
+    values = loss.values[first:]
+    spikes = (values > SPIKE_FACTOR * np.maximum(trailing, 0)) & (values > start) & (trailing > 0)
+    if not spikes.any():
+        return []
+    index = int(np.argmax(spikes))
+    step = int(loss.steps[index + first])
+    return [
+        Finding(
+            code="loss_divergence",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"Loss spiked to {values[index] / trailing[index]:.3g}x its recent level at step {step}",
+            detail=(
+                f"Training loss ({name}) jumped to {values[index]:.4g} at step {step} from a recent level of "
+                f"{trailing[index]:.4g} (above the starting loss {start:.4g}); {int(spikes.sum())} such spike(s)."
+            ),
+            evidence=Evidence((name,), step, step),
+            fixes=(
+                CLIP_FIX,
+                LR_FIX_LOWER,
+                Fix(
+                    "Look for bad samples in the batch at that step (outliers, wrong labels, NaN-adjacent values).",
+                    "for i, (x, y) in enumerate(ds): assert np.isfinite(x).all(), i",
+                ),
+            ),
+        )
+    ]
+
+
+def _start_and_end(name: str, loss: Series) -> tuple[float, float]:
+    """Robust start and end levels: medians of the first 5% / last 25% for noisy per-step series."""
+    if not _is_noisy(name):
+        return float(loss.values[0]), float(loss.values[-1])
+    head = loss.values[: max(3, len(loss) // 20)]
+    tail = loss.values[-max(3, len(loss) // 4) :]
+    return float(np.median(head)), float(np.median(tail))
+
+
+def check_loss_plateau(run: RunSignals) -> list[Finding]:
+    found = training_loss(run)
+    if found is None:
+        return []
+    name, loss = found
+    start, end = _start_and_end(name, loss)
+    progress = (start - end) / max(abs(start), 1e-12)
+    late = loss.values[len(loss) // 2 :]
+    if progress >= PLATEAU_PROGRESS or relative_spread(late) >= OSCILLATION_SPREAD:
+        return []
+    first, last = int(loss.steps[0]), int(loss.steps[-1])
+    return [
+        Finding(
+            code="loss_plateau",
+            severity=Severity.WARNING,
+            step=first,
+            title=f"Loss is not decreasing: {progress:.1%} change over the whole run",
+            detail=(
+                f"Training loss ({name}) started at {start:.4g} and ended at {end:.4g} "
+                f"over {len(loss)} points (steps {first}-{last})."
+            ),
+            evidence=Evidence((name,), first, last),
+            fixes=(
+                Fix(
+                    "Raise the learning rate (the default 1e-3 for Adam is a good start; SGD often needs 1e-2 to 1e-1).",
+                    "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=..., metrics=...)",
+                ),
+                Fix(
+                    "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",
+                    "print(np.unique(y_train, return_counts=True))",
+                ),
+                Fix(
+                    "Normalise the inputs to zero mean and unit variance.",
+                    "norm = keras.layers.Normalization(); norm.adapt(x_train)  # first layer of the model",
+                ),
+                Fix(
+                    "Make sure the layers you expect to train are trainable.",
+                    "print([(l.name, l.trainable) for l in model.layers])",
+                ),
+            ),
+        )
+    ]
+
+
+def check_loss_oscillation(run: RunSignals) -> list[Finding]:
+    found = training_loss(run)
+    if found is None:
+        return []
+    name, loss = found
+    # The untrained model's loss: a run that blows up in its first steps must not
+    # count those steps as its start.
+    start = min(float(loss.values[0]), head_level(loss.values))
+    half = len(loss) // 2
+    late = loss.values[half:]
+    level = float(np.median(late))
+    if start <= 0 or level < OSCILLATION_MAX_PROGRESS * start:
+        return []
+    spread = relative_spread(late)
+    quarter = len(late) // 2
+    trending_down = np.median(late[quarter:]) < OSCILLATION_TREND * np.median(late[:quarter])
+    if spread < OSCILLATION_SPREAD or trending_down:
+        return []
+    onset = int(loss.steps[half])
+    return [
+        Finding(
+            code="loss_oscillation",
+            severity=Severity.WARNING,
+            step=onset,
+            title=f"Loss oscillates without progress (swings of {spread:.0%} of its level)",
+            detail=(
+                f"Over the second half of the run (from step {onset}) training loss ({name}) swings with an "
+                f"inter-quartile range of {spread:.0%} of its median {level:.4g}, and never fell below half "
+                f"its starting value {start:.4g}."
+            ),
+            evidence=Evidence((name,), onset, int(loss.steps[-1])),
+            fixes=(
+                LR_FIX_LOWER,
+                Fix(
+                    "Use a larger batch size to reduce gradient noise.",
+                    "model.fit(x, y, batch_size=128)",
+                ),
+                LR_FIX_SCHEDULE,
+                CLIP_FIX,
+            ),
+        )
+    ]

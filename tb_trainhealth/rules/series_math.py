@@ -1,0 +1,55 @@
+"""Small robust statistics shared by the rules. NaN/Inf-safe, empty-safe, numpy only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_trainhealth.signals import Series
+
+
+def finite_part(series: Series) -> Series:
+    keep = np.isfinite(series.values)
+    return Series(series.steps[keep], series.values[keep])
+
+
+def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
+    """Centered rolling median (edges use what exists); window 1 returns a copy."""
+    n = len(values)
+    if window <= 1 or n == 0:
+        return values.astype(np.float64, copy=True)
+    half = window // 2
+    padded = np.pad(values.astype(np.float64), half, mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.median(windows, axis=1)[:n]
+
+
+# Per-step losses carry minibatch noise; a rolling median over at least this many
+# points removes single lucky/unlucky batches. Per-epoch means are already smooth.
+MIN_NOISY_WINDOW = 5
+
+
+def smoothing_window(n: int, noisy: bool = True) -> int:
+    """Window that removes minibatch noise but keeps shape: ~4% of the points, odd."""
+    return max(MIN_NOISY_WINDOW if noisy else 1, (n // 25) | 1)
+
+
+def head_level(values: np.ndarray) -> float:
+    """Where the series started: median of its first 5% (at least 1, at most 20 points)."""
+    k = int(np.clip(len(values) // 20, 1, 20))
+    return float(np.median(values[:k]))
+
+
+def tail_level(values: np.ndarray) -> float:
+    """Where the series ended: median of its last 10% (at least 1 point)."""
+    k = max(1, len(values) // 10)
+    return float(np.median(values[-k:]))
+
+
+def relative_spread(values: np.ndarray) -> float:
+    """Inter-quartile range relative to the median magnitude (inf when the median is 0)."""
+    if len(values) == 0:
+        return 0.0
+    q25, q50, q75 = np.percentile(values, [25, 50, 75])
+    if q50 == 0:
+        return 0.0 if q75 == q25 else float("inf")
+    return float((q75 - q25) / abs(q50))

@@ -1,0 +1,89 @@
+"""What the callback writes into event files, and how readers check its version.
+
+Everything tb-trainhealth writes lives under one TensorBoard plugin name. Each
+tag's ``plugin_data.content`` is a small JSON object carrying the schema
+version, so a newer reader can read older logs and an older reader can say
+clearly that a log is too new. This module is read-side safe: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tensorboard.compat.proto import summary_pb2
+
+PLUGIN_NAME = "trainhealth"
+
+# Bump when the meaning of a tag changes; readers accept every version up to it.
+SCHEMA_VERSION = 1
+
+TAG_PREFIX = "health/"
+
+# Per-step scalars (rank-0 float32, data class SCALAR).
+TAG_LOSS = "health/loss"
+TAG_GRAD_NORM = "health/grad_norm"
+TAG_LEARNING_RATE = "health/learning_rate"
+TAG_STEP_TIME_MS = "health/step_time_ms"
+TAG_NONFINITE_COUNT = "health/nonfinite_count"
+# Per-epoch Keras logs (loss, val_loss, accuracy, ...) go to "health/epoch/<key>".
+EPOCH_TAG_PREFIX = "health/epoch/"
+
+# Per-step vectors, one value per layer (rank-1 float32, data class TENSOR).
+TAG_LAYER_GRAD_NORM = "health/layer/grad_norm"
+TAG_LAYER_WEIGHT_NORM = "health/layer/weight_norm"
+TAG_LAYER_GRAD_NONFINITE = "health/layer/grad_nonfinite"
+
+# Discrete records (rank-0 string tensor holding JSON, data class TENSOR).
+TAG_RUN_INFO = "health/run_info"  # model description, once per fit()
+TAG_EVENTS = "health/events"  # a JSON list of events: never sampled away
+
+SCALAR_TAGS = (TAG_LOSS, TAG_GRAD_NORM, TAG_LEARNING_RATE, TAG_STEP_TIME_MS, TAG_NONFINITE_COUNT)
+LAYER_TAGS = (TAG_LAYER_GRAD_NORM, TAG_LAYER_WEIGHT_NORM, TAG_LAYER_GRAD_NONFINITE)
+
+
+class SchemaError(ValueError):
+    """Plugin data this reader cannot interpret."""
+
+
+class SchemaTooNewError(SchemaError):
+    """The log was written by a newer tb-trainhealth than this reader."""
+
+
+def epoch_tag(log_key: str) -> str:
+    return EPOCH_TAG_PREFIX + log_key
+
+
+def plugin_content(**fields: object) -> bytes:
+    return json.dumps({"version": SCHEMA_VERSION, **fields}, sort_keys=True).encode()
+
+
+def summary_metadata(data_class: int) -> summary_pb2.SummaryMetadata:
+    """Metadata for one of our tags; data_class is explicit (TensorBoard drops UNKNOWN)."""
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=PLUGIN_NAME, content=plugin_content()),
+        data_class=data_class,
+    )
+
+
+def scalar_metadata() -> summary_pb2.SummaryMetadata:
+    return summary_metadata(summary_pb2.DATA_CLASS_SCALAR)
+
+
+def tensor_metadata() -> summary_pb2.SummaryMetadata:
+    return summary_metadata(summary_pb2.DATA_CLASS_TENSOR)
+
+
+def parse_plugin_content(content: bytes) -> int:
+    """Return the schema version of a tag's plugin content, or raise SchemaError."""
+    try:
+        version = json.loads(content.decode("utf-8"))["version"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+        raise SchemaError(f"malformed tb-trainhealth plugin data: {content[:80]!r}") from err
+    if not isinstance(version, int) or version < 1:
+        raise SchemaError(f"invalid tb-trainhealth schema version: {version!r}")
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"written by a newer tb-trainhealth (schema v{version}; this reader knows "
+            f"up to v{SCHEMA_VERSION}): pip install -U tb-trainhealth"
+        )
+    return version

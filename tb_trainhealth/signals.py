@@ -1,0 +1,94 @@
+"""RunSignals: everything the rules may look at for one run, independent of its source."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+# Canonical series names the rules read. Readers map tags onto these.
+LOSS = "loss"  # training loss, one point per step (or per epoch when that is all there is)
+BATCH_LOSS = "batch_loss"  # Keras' running mean over the epoch so far: saw-toothed
+EPOCH_LOSS = "epoch_loss"
+EPOCH_VAL_LOSS = "epoch_val_loss"
+GRAD_NORM = "grad_norm"
+LEARNING_RATE = "learning_rate"
+STEP_TIME_MS = "step_time_ms"
+NONFINITE_COUNT = "nonfinite_count"
+LAYER_GRAD_NORM = "layer_grad_norm"
+LAYER_WEIGHT_NORM = "layer_weight_norm"
+LAYER_GRAD_NONFINITE = "layer_grad_nonfinite"
+
+
+@dataclasses.dataclass
+class Series:
+    """A scalar series; steps ascending. Values may hold NaN/Inf: rules must cope."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, steps: Any, values: Any) -> Series:
+        steps = np.asarray(steps, dtype=np.int64).reshape(-1)
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        if steps.shape != values.shape:
+            raise ValueError(f"steps {steps.shape} and values {values.shape} differ in length")
+        order = np.argsort(steps, kind="stable")
+        return cls(steps[order], values[order])
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+
+@dataclasses.dataclass
+class LayerSeries:
+    """One value per layer per recorded step: values has shape (len(steps), len(layers))."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, steps: Any, rows: Any, num_layers: int) -> LayerSeries:
+        steps = np.asarray(steps, dtype=np.int64).reshape(-1)
+        values = np.asarray(rows, dtype=np.float64).reshape(len(steps), num_layers)
+        order = np.argsort(steps, kind="stable")
+        return cls(steps[order], values[order])
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+
+@dataclasses.dataclass
+class Layer:
+    name: str
+    num_params: int
+
+
+@dataclasses.dataclass
+class RunSignals:
+    """What is known about one run. Missing series simply are not in the dicts."""
+
+    run: str
+    series: dict[str, Series] = dataclasses.field(default_factory=dict)
+    layer_series: dict[str, LayerSeries] = dataclasses.field(default_factory=dict)
+    layers: list[Layer] = dataclasses.field(default_factory=list)
+    events: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # True when the run was written by HealthCallback (not only loss curves).
+    has_health_data: bool = False
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    def get(self, name: str) -> Series | None:
+        series = self.series.get(name)
+        return series if series is not None and len(series) else None
+
+    def before(self, step: int) -> RunSignals:
+        """A copy with every series cut to the steps before `step` (events and info kept)."""
+        return dataclasses.replace(
+            self,
+            series={k: Series(v.steps[v.steps < step], v.values[v.steps < step]) for k, v in self.series.items()},
+            layer_series={
+                k: LayerSeries(v.steps[v.steps < step], v.values[v.steps < step]) for k, v in self.layer_series.items()
+            },
+        )

@@ -1,0 +1,44 @@
+"""Shared fixtures: the demo scenarios trained once per session (real TensorFlow, seconds each)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "demo"))
+
+import pytest
+
+from tb_trainhealth import engine
+from tb_trainhealth.findings import Finding
+from tb_trainhealth.logdir import open_logdir
+from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.signals import RunSignals
+
+
+def read_logdir(logdir: str) -> dict[str, RunSignals]:
+    reader = SignalReader(open_logdir(logdir), downsample=10**9)
+    return {group.name: reader.read(group) for group in reader.groups()}
+
+
+def diagnose_logdir(logdir: str) -> dict[str, list[Finding]]:
+    return {name: engine.diagnose(signals) for name, signals in read_logdir(logdir).items()}
+
+
+@pytest.fixture(scope="session")
+def scenario_logdir(tmp_path_factory) -> str:
+    """Every scenario of demo/scenarios.py trained into one logdir, one run each."""
+    from scenarios import SCENARIOS
+
+    root = tmp_path_factory.mktemp("scenarios")
+    for scenario in SCENARIOS:
+        scenario.train(str(root / scenario.name))
+    return str(root)
+
+
+@pytest.fixture(scope="session")
+def scenario_findings(scenario_logdir) -> dict[str, list[Finding]]:
+    return diagnose_logdir(scenario_logdir)

@@ -1,0 +1,129 @@
+"""HealthCallback on real (tiny) training: the recorded values are the real step's values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT, read_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth import signals as sig
+from tb_trainhealth.callback import step_probe
+
+
+def tiny_model(seed: int = 0) -> keras.Model:
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu", name="hidden"), keras.layers.Dense(3, name="out")]
+    )
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def data(n: int = 64, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, 4)).astype("float32"), rng.integers(0, 3, n).astype("int32")
+
+
+def test_first_step_values_equal_a_hand_computed_reference(tmp_path):
+    model = tiny_model()
+    x, y = data()
+    with tf.GradientTape() as tape:
+        loss = model.compiled_loss if False else model.loss(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    expected_layers = [
+        np.sqrt(sum(float(tf.reduce_sum(g**2)) for g, v in zip(grads, model.trainable_variables) if layer in v.path))
+        for layer in ("hidden", "out")
+    ]
+    model.fit(x, y, batch_size=64, epochs=1, shuffle=False, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"))])
+    run = read_logdir(str(tmp_path))["r"]
+    assert run.series[sig.LOSS].values[0] == pytest.approx(float(loss), rel=1e-5)
+    assert run.series[sig.GRAD_NORM].values[0] == pytest.approx(np.linalg.norm(expected_layers), rel=1e-5)
+    np.testing.assert_allclose(run.layer_series[sig.LAYER_GRAD_NORM].values[0], expected_layers, rtol=1e-5)
+    weight_norms = [
+        np.sqrt(sum(float(np.sum(np.square(v.numpy()))) for v in model.get_layer(n).trainable_variables))
+        for n in ("hidden", "out")
+    ]
+    np.testing.assert_allclose(run.layer_series[sig.LAYER_WEIGHT_NORM].values[-1], weight_norms, rtol=1e-5)
+    assert [layer.name for layer in run.layers] == ["hidden", "out"]
+    assert run.series[sig.LEARNING_RATE].values[0] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 5])
+def test_every_step_recorded_once_across_epochs_and_fits(tmp_path, steps_per_execution):
+    model = tiny_model()
+    model.compile(model.optimizer, model.loss, steps_per_execution=steps_per_execution)
+    x, y = data(200)
+    callback = HealthCallback(str(tmp_path / "r"), verbose=False)
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[callback])  # 75 steps
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[callback])  # 25 more, continuing
+    run = read_logdir(str(tmp_path))["r"]
+    for name in (sig.LOSS, sig.GRAD_NORM, sig.LEARNING_RATE):
+        np.testing.assert_array_equal(run.series[name].steps, np.arange(1, 101))
+    assert len(run.series[sig.EPOCH_LOSS]) == 4
+    times = run.series[sig.STEP_TIME_MS]
+    assert 50 <= len(times) < 100 and np.all(times.values > 0)
+
+
+def test_stop_on_critical_records_then_stops_and_notifies(tmp_path, capsys):
+    model = tiny_model()
+    x, y = data(640)
+    x[200, 0] = np.nan  # batch 6 of 32-sample batches
+    seen = []
+    callback = HealthCallback(str(tmp_path / "r"), stop_on="critical", on_finding=seen.append)
+    history = model.fit(x, y, batch_size=32, epochs=50, shuffle=False, verbose=0, callbacks=[callback])
+    assert len(history.epoch) == 1  # stopped in the first epoch, not after 50
+    assert [f.code for f in seen] == ["nonfinite"] and seen[0].step == 7
+    assert "tb-trainhealth [critical] nonfinite at step 7" in capsys.readouterr().out
+    run = read_logdir(str(tmp_path))["r"]
+    assert any(e["kind"] == "finding" and e["finding"]["code"] == "nonfinite" for e in run.events)
+
+
+def test_failing_probe_is_reported_once_and_training_continues(tmp_path, capsys, monkeypatch):
+    def broken(self, base_step):
+        raise RuntimeError("probe bug")
+
+    monkeypatch.setattr(step_probe.StepProbe, "read_new_rows", broken)
+    model = tiny_model()
+    x, y = data(640)
+    history = model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"))])
+    assert len(history.epoch) == 2
+    assert capsys.readouterr().err.count("probe disabled") == 1
+    run = read_logdir(str(tmp_path))["r"]
+    assert len(run.series[sig.EPOCH_LOSS]) == 2  # the other probes kept recording
+    # and the optimizer is back to normal: a later fit without the callback still trains
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert "apply" not in model.optimizer.__dict__
+
+
+def test_events_survive_a_crash_after_the_nan(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.join(ROOT, "demo")!r})
+        import keras, numpy as np
+        from scenarios import _classes, _mlp, SPARSE_CE
+        from tb_trainhealth import HealthCallback
+        x, y = _classes(640, 10, 4, 0)
+        x[100, 2] = np.nan
+        class Crash(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if batch == 10:
+                    raise RuntimeError("simulated crash")
+        model = _mlp(10, 4)
+        model.compile("adam", SPARSE_CE)
+        model.fit(x, y, batch_size=32, shuffle=False, verbose=0,
+                  callbacks=[HealthCallback({str(tmp_path / "r")!r}), Crash()])
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "simulated crash" in proc.stderr
+    run = read_logdir(str(tmp_path))["r"]
+    nonfinite = [e for e in run.events if e["kind"] == "nonfinite"]
+    assert nonfinite and min(e["step"] for e in nonfinite) == 4

@@ -1,0 +1,101 @@
+"""`tb-trainhealth diagnose` end to end: callback -> event files -> CLI, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import scenarios
+import tensorflow as tf
+
+from tb_trainhealth.findings import Severity
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenario_findings):
+    proc = cli("diagnose", scenario_logdir, "--json")
+    assert proc.returncode == 1, proc.stderr  # nan_input is critical; default --fail-on critical
+    runs = json.loads(proc.stdout)["runs"]
+    assert {r["run"] for r in runs} == set(scenario_findings)
+    for run in runs:
+        assert [f["code"] for f in run["findings"]] == [f.code for f in scenario_findings[run["run"]]]
+        assert run["status"] in ("ok", "warning", "critical")
+        for finding in run["findings"]:
+            assert set(finding) >= {"code", "severity", "step", "title", "detail", "evidence", "fixes"}
+    statuses = [r["status"] for r in runs]
+    assert statuses == sorted(statuses, key=["critical", "warning", "ok"].index)  # worst first
+    assert {r["run"]: r["status"] for r in runs}["healthy_mlp"] == "ok"
+
+
+def test_human_output_has_one_block_per_run_worst_first(scenario_logdir):
+    proc = cli("diagnose", scenario_logdir)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    headers = [line for line in lines if line and not line.startswith(" ")]
+    assert headers[0].startswith("CRITICAL") and any(h.startswith("OK") for h in headers)
+    assert "fix:" in proc.stdout and "nan_input" in proc.stdout
+
+
+def test_fail_on_warning(tmp_path):
+    scenarios.loss_plateau(str(tmp_path / "plateau"))
+    assert cli("diagnose", str(tmp_path)).returncode == 0  # only a warning
+    assert cli("diagnose", str(tmp_path), "--fail-on", "warning").returncode == 1
+
+
+def test_logdir_written_only_by_keras_tensorboard_callback(tmp_path):
+    """No HealthCallback: overfitting still found from epoch_loss in train/ and validation/."""
+    keras.utils.set_random_seed(0)
+    x, y = scenarios._classes(300, 20, 4, 0, noise=1.5)
+    model = scenarios._mlp(20, 4, hidden=(256, 256))
+    model.compile(keras.optimizers.Adam(2e-3), scenarios.SPARSE_CE)
+    tensorboard = keras.callbacks.TensorBoard(log_dir=str(tmp_path / "keras_run"))
+    model.fit(x, y, epochs=40, batch_size=16, validation_split=0.3, verbose=0, callbacks=[tensorboard])
+    proc = cli("diagnose", str(tmp_path), "--json")
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["run"] == "keras_run"
+    assert "overfitting" in [f["code"] for f in run["findings"]]
+
+
+def test_plain_tf_summary_loss_series(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "custom_loop"))
+    rng = np.random.default_rng(0)
+    with writer.as_default():
+        for step in range(1, 401):
+            loss = 2.0 * np.exp(-step / 50) + 0.3 if step < 250 else 0.3 * np.exp((step - 250) / 30)
+            tf.summary.scalar("loss", loss * np.exp(0.05 * rng.normal()), step=step)
+    writer.close()
+    proc = cli("diagnose", str(tmp_path), "--json")
+    (run,) = json.loads(proc.stdout)["runs"]
+    (finding,) = [f for f in run["findings"] if f["code"] == "loss_divergence"]
+    assert 230 <= finding["step"] <= 270 and Severity.parse(finding["severity"]) >= Severity.WARNING
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["diagnose", "/nonexistent/logdir"],
+        ["diagnose", "{empty}"],
+        ["diagnose", "{file}"],
+        ["diagnose", "{empty}", "--fail-on", "sometimes"],
+        ["diagnose"],
+        ["frobnicate", "{empty}"],
+    ],
+    ids=["missing", "empty", "file", "bad-fail-on", "no-logdir", "bad-command"],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("not a logdir")
+    args = [a.format(empty=tmp_path / "empty", file=tmp_path / "file") for a in args]
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -1,0 +1,156 @@
+"""Rule units on synthetic series (no TensorFlow): each fires on its shape, not on healthy ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_trainhealth import engine
+from tb_trainhealth import signals as sig
+from tb_trainhealth.rules import ALL_RULES
+from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
+from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.numerics import check_nonfinite
+from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.signals import Layer, LayerSeries, RunSignals, Series
+
+RNG = np.random.default_rng(0)
+
+
+def healthy_loss(n: int = 2000, noise: float = 0.1) -> np.ndarray:
+    """Exponential decay toward a floor with multiplicative minibatch noise."""
+    t = np.arange(n)
+    return (0.2 + 2.0 * np.exp(-t / (n / 6))) * np.exp(noise * RNG.normal(size=n))
+
+
+def run_with(**series: np.ndarray) -> RunSignals:
+    return RunSignals("r", series={k: Series.of(np.arange(1, len(v) + 1), v) for k, v in series.items()})
+
+
+def codes(run: RunSignals) -> set[str]:
+    return {f.code for f in engine.diagnose(run)}
+
+
+def test_healthy_loss_curve_is_quiet():
+    assert codes(run_with(loss=healthy_loss(), grad_norm=1 + 0.2 * RNG.random(2000))) == set()
+
+
+def test_divergence_found_with_onset_at_the_turn():
+    loss = healthy_loss(1000)
+    loss[600:] = loss[600] * np.exp(np.linspace(0, 4, 400))
+    (finding,) = check_loss_divergence(run_with(loss=loss))
+    assert finding.code == "loss_divergence" and 570 <= finding.step <= 630
+
+
+def test_single_spike_above_start_is_divergence_warning():
+    loss = healthy_loss(1000)
+    loss[700] = 50.0
+    (finding,) = check_loss_divergence(run_with(loss=loss))
+    assert finding.step == 701 and "spiked" in finding.title
+
+
+def test_noise_near_convergence_is_not_a_spike():
+    loss = healthy_loss(1000)
+    loss[700] = loss[699] * 8  # a bad batch, still below the starting loss
+    assert check_loss_divergence(run_with(loss=loss)) == []
+
+
+def test_plateau_found_on_flat_noisy_loss():
+    loss = 1.386 * np.exp(0.05 * RNG.normal(size=500))
+    (finding,) = check_loss_plateau(run_with(loss=loss))
+    assert finding.code == "loss_plateau"
+
+
+def test_converged_run_is_not_a_plateau():
+    loss = np.concatenate([np.linspace(2.3, 0.3, 50), 0.3 * np.exp(0.05 * RNG.normal(size=950))])
+    assert check_loss_plateau(run_with(loss=loss)) == []
+
+
+def test_oscillation_found_on_wide_swings_without_progress():
+    loss = np.abs(1.4 + 1.2 * np.sin(np.arange(600) * 1.3)) + 0.1
+    (finding,) = check_loss_oscillation(run_with(loss=loss))
+    assert finding.code == "loss_oscillation"
+    assert check_loss_plateau(run_with(loss=loss)) == []
+
+
+def test_overfitting_needs_rising_val_and_falling_train():
+    train = np.linspace(1.0, 0.1, 12)
+    val = np.array([1.0, 0.8, 0.6, 0.5, 0.45, 0.5, 0.55, 0.62, 0.7, 0.8, 0.9, 1.0])
+    (finding,) = check_overfitting(run_with(epoch_loss=train, epoch_val_loss=val))
+    assert finding.step == 5  # the epoch with the best validation loss
+    flat_val = np.linspace(1.0, 0.5, 12) + 0.02 * RNG.normal(size=12)
+    assert check_overfitting(run_with(epoch_loss=train, epoch_val_loss=flat_val)) == []
+
+
+def test_exploding_gradients_onset_and_severity():
+    norms = np.concatenate([np.full(300, 1.0), np.logspace(0, 8, 100)]) * np.exp(0.1 * RNG.normal(size=400))
+    (finding,) = check_exploding_gradients(run_with(grad_norm=norms))
+    assert 300 <= finding.step <= 330 and finding.severity.label == "critical"
+
+
+def test_growing_but_healthy_gradient_norm_is_quiet():
+    norms = np.linspace(0.5, 10, 1000) * np.exp(0.3 * RNG.normal(size=1000))  # 20x growth
+    assert check_exploding_gradients(run_with(grad_norm=norms)) == []
+
+
+def layered(first_rms: float, last_rms: float, n: int = 200) -> RunSignals:
+    layers = [Layer("dense", 100), Layer("dense_1", 100), Layer("dense_2", 400)]
+    values = np.tile([first_rms * 10, 0.01, last_rms * 20], (n, 1))
+    return RunSignals("r", layers=layers, layer_series={sig.LAYER_GRAD_NORM: LayerSeries(np.arange(1, n + 1), values)})
+
+
+def test_vanishing_gradients_from_layer_ratio():
+    (finding,) = check_vanishing_gradients(layered(1e-9, 1e-2))
+    assert finding.evidence.layer == "dense"
+    assert check_vanishing_gradients(layered(1e-3, 1e-2)) == []
+
+
+def test_nonfinite_from_events_and_from_plain_loss_series():
+    run = RunSignals("r", events=[{"kind": "nonfinite", "where": "gradients", "step": 42, "layers": ["conv"]}])
+    (finding,) = check_nonfinite(run)
+    assert finding.step == 42 and finding.evidence.layer == "conv" and finding.severity.label == "critical"
+    loss = healthy_loss(100)
+    loss[70:] = np.nan
+    (finding,) = check_nonfinite(run_with(epoch_loss=loss))
+    assert finding.step == 71
+
+
+def test_rules_after_nan_see_only_data_before_it():
+    loss = healthy_loss(1000)
+    loss[500:] = np.nan
+    grad = np.ones(1000)
+    grad[500:] = 1e12  # garbage after the weights died
+    found = codes(run_with(loss=loss, grad_norm=grad))
+    assert found == {"nonfinite"}
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.__name__)
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([]),
+        np.array([np.nan] * 50),
+        np.array([np.inf, -np.inf] * 25),
+        np.zeros(50),
+        np.full(50, 1e300),
+        np.full(50, 1e-300),
+        np.array([1.0]),
+    ],
+    ids=["empty", "nan", "inf", "zeros", "huge", "tiny", "single"],
+)
+def test_rules_never_raise_on_degenerate_series(rule, values):
+    run = run_with(loss=values, epoch_loss=values, epoch_val_loss=values, grad_norm=values)
+    rule(run)  # must not raise
+    engine.diagnose(run)
+    assert run.errors == []
+
+
+def test_rules_agree_on_downsampled_series():
+    loss = healthy_loss(20000)
+    loss[12000:] = loss[12000] * np.exp(np.linspace(0, 4, 8000))
+    full = check_loss_divergence(run_with(loss=loss))
+    steps = np.arange(1, 20001)
+    keep = np.sort(RNG.choice(20000, 1000, replace=False))
+    sampled = check_loss_divergence(RunSignals("r", series={sig.LOSS: Series.of(steps[keep], loss[keep])}))
+    assert [f.code for f in full] == [f.code for f in sampled] == ["loss_divergence"]
+    assert abs(full[0].step - sampled[0].step) <= 400

@@ -1,0 +1,54 @@
+"""Real training runs: each problem gets its code at the right step; healthy runs stay quiet."""
+
+from __future__ import annotations
+
+import pytest
+import scenarios
+from scenarios import SCENARIOS
+
+from tb_trainhealth.findings import Severity
+
+
+def loud(findings):
+    return {f.code: f for f in findings if f.severity >= Severity.WARNING}
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if not s.expected], ids=lambda s: s.name)
+def test_healthy_run_gets_no_warning(scenario, scenario_findings):
+    assert loud(scenario_findings[scenario.name]) == {}
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.expected], ids=lambda s: s.name)
+def test_broken_run_gets_its_code(scenario, scenario_findings):
+    found = loud(scenario_findings[scenario.name])
+    assert set(scenario.expected) <= set(found), [f.title for f in scenario_findings[scenario.name]]
+    for code in scenario.expected:
+        finding = found[code]
+        assert finding.detail and finding.fixes, finding
+        assert finding.step is not None
+
+
+def test_nan_onset_is_the_batch_holding_the_nan(scenario_findings):
+    finding = loud(scenario_findings["nan_input"])["nonfinite"]
+    assert finding.severity == Severity.CRITICAL
+    assert finding.step == scenarios.NAN_BATCH + 1  # steps are 1-based optimizer steps
+    assert finding.evidence.layer == "dense"  # the first layer sees the NaN input first
+
+
+def test_divergence_onset_follows_the_learning_rate_jump(scenario_findings):
+    finding = loud(scenario_findings["loss_divergence"])["loss_divergence"]
+    assert scenarios.DIVERGE_STEP <= finding.step <= scenarios.DIVERGE_STEP + 20
+
+
+def test_vanishing_names_the_first_layer(scenario_findings):
+    finding = loud(scenario_findings["vanishing_gradients"])["vanishing_gradients"]
+    assert finding.evidence.layer == "dense"
+
+
+def test_overfitting_onset_is_the_best_validation_epoch(scenario_logdir, scenario_findings):
+    from conftest import read_logdir
+
+    signals = read_logdir(scenario_logdir)["overfitting"]
+    val = signals.series["epoch_val_loss"]
+    finding = loud(scenario_findings["overfitting"])["overfitting"]
+    assert finding.step == int(val.steps[val.values.argmin()])
