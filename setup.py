@@ -17,5 +17,9 @@ setup(
         "tf": ["tensorflow>=2.16", "keras>=3.0"],
         "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5"],
     },
-    entry_points={"console_scripts": ["tb-trainhealth = tb_trainhealth.cli:main"]},
+    package_data={"tb_trainhealth.plugin": ["static/*"]},
+    entry_points={
+        "console_scripts": ["tb-trainhealth = tb_trainhealth.cli:main"],
+        "tensorboard_plugins": ["trainhealth = tb_trainhealth.plugin.health_plugin:HealthLoader"],
+    },
 )

@@ -38,7 +38,7 @@ def main() -> int:
                 started = time.perf_counter()
                 scenario.train(os.path.join(root, "run"), seed=seed)
                 seconds = time.perf_counter() - started
-                reader = SignalReader(open_logdir(root), downsample=10**9)
+                reader = SignalReader(open_logdir(root))
                 (group,) = reader.groups()
                 signals = reader.read(group)
                 findings = engine.diagnose(signals)

@@ -14,7 +14,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from scenarios import SCENARIOS  # noqa: E402
+from scenarios import SCENARIOS
 
 
 def main(argv: list[str]) -> int:

@@ -41,7 +41,7 @@ def _regression(n: int, features: int, seed: int, scale: float = 1.0):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, features))
     w = rng.normal(size=(features,))
-    y = np.sin(x @ w) + 0.1 * rng.normal(size=n)
+    y = np.sin(x @ w / np.linalg.norm(w)) + 0.1 * rng.normal(size=n)  # smooth enough to learn
     return x.astype("float32"), (scale * y).astype("float32")
 
 
@@ -167,12 +167,15 @@ def loss_plateau(log_dir: str, seed: int = 0):
 
 
 def loss_oscillation(log_dir: str, seed: int = 0):
-    """SGD with a learning rate too high to settle, but not high enough to blow up."""
+    """SGD with a learning rate too high to settle; clipping keeps it from blowing up."""
     keras.utils.set_random_seed(seed)
-    x, y = _classes(1200, 10, 4, seed, noise=1.0)
-    model = _mlp(10, 4, hidden=(64,))
-    model.compile(keras.optimizers.SGD(2.0), SPARSE_CE)
-    return _fit(model, x, y, log_dir, epochs=6)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(1200, 8))
+    w = rng.normal(size=8)
+    y = 2.0 * (x @ w / np.linalg.norm(w) + 0.5 * rng.normal(size=1200))
+    model = _mlp(8, 1, hidden=(16,))
+    model.compile(keras.optimizers.SGD(1.5, clipnorm=1.0), "mse")
+    return _fit(model, x.astype("float32"), y.astype("float32"), log_dir, epochs=4, batch_size=16)
 
 
 def overfitting(log_dir: str, seed: int = 0):

@@ -50,7 +50,7 @@ def diagnose_logdir(logdir: str) -> list[dict[str, Any]]:
     from tb_trainhealth.logdir import open_logdir  # loads TensorBoard's ingestion code
     from tb_trainhealth.reader import SignalReader
 
-    reader = SignalReader(open_logdir(logdir), downsample=10**9)
+    reader = SignalReader(open_logdir(logdir))
     results = []
     for group in reader.groups():
         try:

@@ -26,7 +26,7 @@ def diagnose(run: RunSignals, rules: tuple[Rule, ...] = ALL_RULES) -> list[Findi
             # nonfinite rule looks past that point.
             findings.extend(rule(run if rule is check_nonfinite else alive))
         except Exception as err:  # a rule bug must not cost the user the other diagnoses
-            logger.exception("rule %s failed on run %r", rule.__name__, run.run)
+            logger.debug("rule %s failed on run %r", rule.__name__, run.run, exc_info=True)
             run.errors.append(f"rule {rule.__name__} failed: {err}")
     findings.extend(_recorded_findings(run, {f.key for f in findings}))
     return sorted(findings, key=lambda f: (-f.severity, f.step if f.step is not None else -1, f.code))

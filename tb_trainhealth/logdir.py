@@ -18,7 +18,7 @@ def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
     if not tb_tf.io.gfile.isdir(logdir):
         raise LogdirError(f"not a directory: {logdir}")
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
-        tensor_size_guidance={schema.PLUGIN_NAME: 0, SCALARS_PLUGIN: 0},  # 0 = keep all
+        tensor_size_guidance={schema.PLUGIN_NAME: 0, schema.RECORDS_PLUGIN_NAME: 0, SCALARS_PLUGIN: 0},  # 0 = keep all
         max_reload_threads=1,
     )
     try:

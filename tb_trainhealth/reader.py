@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 
 KERAS_SUBRUNS = ("train", "validation")
 SCALARS_PLUGIN = "scalars"
-# Points per series handed to the rules; rules are built to work on downsampled series.
+# Points per series handed to the rules, by the CLI and the plugin alike, so a diagnosis
+# never depends on where it is looked at. Rules are built to work on downsampled series;
+# discrete events are separate records and never downsampled.
 DEFAULT_DOWNSAMPLE = 5000
 
 OUR_SCALARS = {
@@ -95,6 +97,7 @@ class SignalReader:
         self._downsample = downsample
         self._ours_scalars: dict[str, dict[str, Any]] = {}
         self._ours_tensors: dict[str, dict[str, Any]] = {}
+        self._ours_records: dict[str, dict[str, Any]] = {}
         self._plain_scalars: dict[str, dict[str, Any]] = {}
 
     def groups(self) -> list[RunGroup]:
@@ -102,14 +105,15 @@ class SignalReader:
         kwargs = {"experiment_id": self._experiment_id}
         self._ours_scalars = self._provider.list_scalars(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
         self._ours_tensors = self._provider.list_tensors(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
+        self._ours_records = self._provider.list_tensors(self._ctx, plugin_name=schema.RECORDS_PLUGIN_NAME, **kwargs)
         self._plain_scalars = self._provider.list_scalars(self._ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
-        names = set(self._ours_scalars) | set(self._ours_tensors) | set(self._plain_scalars)
+        names = set(self._ours_scalars) | set(self._ours_tensors) | set(self._ours_records) | set(self._plain_scalars)
         return [g for g in group_runs(sorted(names)) if self._relevant(g)]
 
     def _relevant(self, group: RunGroup) -> bool:
         """Runs with our data or with a loss curve; other tools' runs are not ours to judge."""
         for run in group.members.values():
-            if run in self._ours_scalars or run in self._ours_tensors:
+            if run in self._ours_scalars or run in self._ours_tensors or run in self._ours_records:
                 return True
             if set(self._plain_scalars.get(run, {})) & set(TRAIN_LOSS_TAGS):
                 return True
@@ -119,7 +123,7 @@ class SignalReader:
         """A cheap fingerprint of how far a group's data goes (max step, max wall time)."""
         step, wall = -1, 0.0
         for run in group.members.values():
-            for listing in (self._ours_scalars, self._ours_tensors, self._plain_scalars):
+            for listing in (self._ours_scalars, self._ours_tensors, self._ours_records, self._plain_scalars):
                 for ts in listing.get(run, {}).values():
                     step, wall = max(step, ts.max_step), max(wall, ts.max_wall_time)
         return step, wall
@@ -136,9 +140,11 @@ class SignalReader:
 
     # -- our plugin's data --------------------------------------------------------------
     def _check_versions(self, run_name: str, run: RunSignals) -> bool:
-        listings = list(self._ours_scalars.get(run_name, {}).values()) + list(
-            self._ours_tensors.get(run_name, {}).values()
-        )
+        listings = [
+            ts
+            for listing in (self._ours_scalars, self._ours_tensors, self._ours_records)
+            for ts in listing.get(run_name, {}).values()
+        ]
         for ts in listings:
             try:
                 schema.parse_plugin_content(ts.plugin_content)
@@ -163,33 +169,37 @@ class SignalReader:
             for tag, points in data.items():
                 if points:
                     run.series[OUR_SCALARS[tag]] = Series.of([p.step for p in points], [p.value for p in points])
-        tensor_tags = list(self._ours_tensors.get(run_name, {}))
-        if not tensor_tags:
-            return
-        data = self._provider.read_tensors(
-            self._ctx,
-            experiment_id=self._experiment_id,
-            plugin_name=schema.PLUGIN_NAME,
-            downsample=self._downsample,
-            run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=tensor_tags),
-        ).get(run_name, {})
-        for point in data.get(schema.TAG_RUN_INFO, [])[-1:]:
+        records = self._read_tensors(schema.RECORDS_PLUGIN_NAME, self._ours_records, run_name)
+        for point in records.get(schema.TAG_RUN_INFO, [])[-1:]:
             run.info = _json_payload(point.numpy, run) or {}
         run.layers = [
             Layer(str(layer.get("name", "?")), int(layer.get("params", 0)))
             for layer in run.info.get("layers", [])
             if isinstance(layer, dict)
         ]
-        for point in data.get(schema.TAG_EVENTS, []):
+        for point in records.get(schema.TAG_EVENTS, []):
             payload = _json_payload(point.numpy, run)
             if isinstance(payload, list):
                 run.events.extend(e for e in payload if isinstance(e, dict) and e not in run.events)
+        tensors = self._read_tensors(schema.PLUGIN_NAME, self._ours_tensors, run_name)
         for tag, name in OUR_LAYER_TENSORS.items():
-            points = [p for p in data.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]
+            points = [p for p in tensors.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]
             if points and run.layers:
                 run.layer_series[name] = LayerSeries.of(
                     [p.step for p in points], np.stack([p.numpy for p in points]), len(run.layers)
                 )
+
+    def _read_tensors(self, plugin_name: str, listing: dict[str, Any], run_name: str) -> dict[str, list]:
+        tags = list(listing.get(run_name, {}))
+        if not tags:
+            return {}
+        return self._provider.read_tensors(
+            self._ctx,
+            experiment_id=self._experiment_id,
+            plugin_name=plugin_name,
+            downsample=self._downsample,
+            run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=tags),
+        ).get(run_name, {})
 
     # -- loss curves from Keras' TensorBoard callback or plain tf.summary.scalar ---------
     def _read_plain(self, run_name: str, tag_map: dict[str, str], run: RunSignals) -> None:

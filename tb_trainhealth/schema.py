@@ -13,6 +13,9 @@ import json
 from tensorboard.compat.proto import summary_pb2
 
 PLUGIN_NAME = "trainhealth"
+# Discrete records (run info, events) live under a second plugin name so readers can
+# keep every one of them (samples_per_plugin=0) while sampling the dense series.
+RECORDS_PLUGIN_NAME = "trainhealth_records"
 
 # Bump when the meaning of a tag changes; readers accept every version up to it.
 SCHEMA_VERSION = 1
@@ -33,7 +36,7 @@ TAG_LAYER_GRAD_NORM = "health/layer/grad_norm"
 TAG_LAYER_WEIGHT_NORM = "health/layer/weight_norm"
 TAG_LAYER_GRAD_NONFINITE = "health/layer/grad_nonfinite"
 
-# Discrete records (rank-0 string tensor holding JSON, data class TENSOR).
+# Discrete records (rank-0 string tensor holding JSON, data class TENSOR, RECORDS_PLUGIN_NAME).
 TAG_RUN_INFO = "health/run_info"  # model description, once per fit()
 TAG_EVENTS = "health/events"  # a JSON list of events: never sampled away
 
@@ -57,10 +60,10 @@ def plugin_content(**fields: object) -> bytes:
     return json.dumps({"version": SCHEMA_VERSION, **fields}, sort_keys=True).encode()
 
 
-def summary_metadata(data_class: int) -> summary_pb2.SummaryMetadata:
+def summary_metadata(data_class: int, plugin_name: str = PLUGIN_NAME) -> summary_pb2.SummaryMetadata:
     """Metadata for one of our tags; data_class is explicit (TensorBoard drops UNKNOWN)."""
     return summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=PLUGIN_NAME, content=plugin_content()),
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin_name, content=plugin_content()),
         data_class=data_class,
     )
 
@@ -71,6 +74,10 @@ def scalar_metadata() -> summary_pb2.SummaryMetadata:
 
 def tensor_metadata() -> summary_pb2.SummaryMetadata:
     return summary_metadata(summary_pb2.DATA_CLASS_TENSOR)
+
+
+def record_metadata() -> summary_pb2.SummaryMetadata:
+    return summary_metadata(summary_pb2.DATA_CLASS_TENSOR, RECORDS_PLUGIN_NAME)
 
 
 def parse_plugin_content(content: bytes) -> int:

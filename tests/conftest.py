@@ -20,7 +20,7 @@ from tb_trainhealth.signals import RunSignals
 
 
 def read_logdir(logdir: str) -> dict[str, RunSignals]:
-    reader = SignalReader(open_logdir(logdir), downsample=10**9)
+    reader = SignalReader(open_logdir(logdir))
     return {group.name: reader.read(group) for group in reader.groups()}
 
 

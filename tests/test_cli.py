@@ -99,3 +99,21 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_keras_tensorboard_and_health_callback_share_one_run(tmp_path):
+    keras.utils.set_random_seed(0)
+    x, y = scenarios._classes(400, 10, 4, 0)
+    model = scenarios._mlp(10, 4)
+    model.compile("adam", scenarios.SPARSE_CE)
+    log_dir = str(tmp_path / "run1")
+    from tb_trainhealth import HealthCallback
+
+    callbacks = [keras.callbacks.TensorBoard(log_dir=log_dir, update_freq=1), HealthCallback(log_dir, verbose=False)]
+    model.fit(x, y, epochs=3, batch_size=32, validation_split=0.25, verbose=0, callbacks=callbacks)
+    from conftest import read_logdir
+
+    (name, run), *others = read_logdir(str(tmp_path)).items()
+    assert name == "run1" and others == []
+    assert run.has_health_data and len(run.series["loss"]) == 30  # Keras' record_if did not gate our writes
+    assert len(run.series["epoch_val_loss"]) == 3

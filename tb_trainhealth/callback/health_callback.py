@@ -18,10 +18,10 @@ from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
 from tb_trainhealth.callback.health_writer import HealthWriter
 from tb_trainhealth.callback.step_probe import (
+    COL_GRAD_NONFINITE,
     COL_GRAD_NORM,
     COL_LOSS,
     COL_LR,
-    COL_NONFINITE,
     Rows,
     StepProbe,
 )
@@ -154,7 +154,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
-        self._base_step = int(np.asarray(model.optimizer.iterations))
+        self._base_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
         self._step = max(self._step, self._base_step)
         self._install_probe()
         layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]
@@ -234,7 +234,7 @@ class HealthCallback(keras.callbacks.Callback):
         scalars = {
             schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM),
             schema.TAG_LEARNING_RATE: rows.column(COL_LR),
-            schema.TAG_NONFINITE_COUNT: rows.column(COL_NONFINITE),
+            schema.TAG_NONFINITE_COUNT: self._nonfinite_counts(rows),
             schema.TAG_STEP_TIME_MS: step_ms,
         }
         if self._probe.loss_captured:
@@ -242,6 +242,13 @@ class HealthCallback(keras.callbacks.Callback):
         self._writer.write_rows(rows.steps, scalars, rows.layer_grad_norm, rows.layer_weight_norm)
         self._record_rows(rows, scalars)
         self._find_nonfinite(rows)
+
+    def _nonfinite_counts(self, rows: Rows) -> np.ndarray:
+        """Non-finite gradient elements, plus one for a non-finite loss and per layer with non-finite weights."""
+        counts = rows.column(COL_GRAD_NONFINITE) + (~np.isfinite(rows.layer_weight_norm)).sum(axis=1)
+        if self._probe.loss_captured:
+            counts = counts + ~np.isfinite(rows.column(COL_LOSS))
+        return counts
 
     def _step_times(self, num_rows: int) -> np.ndarray:
         """Spread each host call's wall time over the steps it ran; NaN where unknown."""
@@ -274,7 +281,7 @@ class HealthCallback(keras.callbacks.Callback):
             "gradients": ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
             "weights": ~np.isfinite(rows.layer_weight_norm).all(axis=1),
         }
-        for index in np.flatnonzero(rows.column(COL_NONFINITE) > 0):
+        for index in np.flatnonzero(rows.column(COL_GRAD_NONFINITE) > 0):
             self._writer.write_vector(
                 schema.TAG_LAYER_GRAD_NONFINITE, int(rows.steps[index]), rows.layer_grad_nonfinite[index]
             )

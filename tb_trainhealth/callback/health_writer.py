@@ -26,6 +26,7 @@ class HealthWriter:
         self._writer = tf.summary.create_file_writer(log_dir, flush_millis=FLUSH_MILLIS)
         self._scalar_metadata = schema.scalar_metadata().SerializeToString()
         self._tensor_metadata = schema.tensor_metadata().SerializeToString()
+        self._record_metadata = schema.record_metadata().SerializeToString()
         self._row_writers: dict[tuple[str, ...], Any] = {}
 
     def _row_writer(self, scalar_tags: tuple[str, ...]):
@@ -80,7 +81,7 @@ class HealthWriter:
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed at once."""
         with self._writer.as_default(), tf.summary.record_if(True):
-            tf.summary.write(tag, tf.constant(json.dumps(payload)), step=step, metadata=self._tensor_metadata)
+            tf.summary.write(tag, tf.constant(json.dumps(payload)), step=step, metadata=self._record_metadata)
         self._writer.flush()
 
     def flush(self) -> None:

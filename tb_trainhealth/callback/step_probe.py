@@ -25,7 +25,7 @@ import tensorflow as tf
 logger = logging.getLogger(__name__)
 
 # Row layout: fixed columns, then three blocks of one value per layer.
-COL_LOSS, COL_GRAD_NORM, COL_LR, COL_NONFINITE = range(4)
+COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE = range(4)
 FIXED_COLUMNS = 4
 
 
@@ -138,22 +138,25 @@ class StepProbe:
     # -- inside the step ----------------------------------------------------------
     def _record(self, grads: list, variables: list, scale: tf.Tensor) -> None:
         num_layers = len(self.layout.names)
-        grad_sumsq = [tf.zeros([]) for _ in range(num_layers)]
-        weight_sumsq = [tf.zeros([]) for _ in range(num_layers)]
+        # tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of this
+        # probe is mostly per-op dispatch, so fewer ops per variable is what matters.
+        grad_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
+        weight_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
         grad_values: list[tuple[int, tf.Tensor]] = []
         for grad, variable in zip(grads, variables):
             index = self.layout.var_to_layer.get(variable.path)
             if index is None:
                 continue
-            weight_sumsq[index] += tf.reduce_sum(tf.square(tf.cast(variable.value, tf.float32)))
+            weight_terms[index].append(tf.nn.l2_loss(tf.cast(variable.value, tf.float32)))
             if grad is None:
                 continue
             values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
             values = tf.cast(values, tf.float32)
             grad_values.append((index, values))
-            grad_sumsq[index] += tf.reduce_sum(tf.square(values))
-        grad_sumsq_t = tf.stack(grad_sumsq) / (scale * scale)
-        total_sumsq = tf.reduce_sum(grad_sumsq_t)
+            grad_terms[index].append(tf.nn.l2_loss(values))
+        grad_sumsq = 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in grad_terms]) / (scale * scale)
+        weight_norms = tf.sqrt(2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in weight_terms]))
+        total_sumsq = tf.reduce_sum(grad_sumsq)
 
         def count_nonfinite():
             counts = [tf.zeros([]) for _ in range(num_layers)]
@@ -163,22 +166,20 @@ class StepProbe:
 
         # Counting needs another pass over the gradients: only do it when a norm is non-finite.
         layer_nonfinite = tf.cond(tf.math.is_finite(total_sumsq), lambda: tf.zeros([num_layers]), count_nonfinite)
-        loss = tf.zeros([]) + np.nan
+        loss = tf.constant(np.nan, tf.float32)
         if self._loss is not None:
             loss = tf.cast(tf.reshape(self._loss, []), tf.float32)
             self.loss_captured = True
-        loss_nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(loss)), tf.float32) if self.loss_captured else 0.0
-        weight_norms = tf.sqrt(tf.stack(weight_sumsq))
-        weight_nonfinite = tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(weight_norms)), tf.float32))
-        fixed = tf.stack(
+        row = tf.concat(
             [
-                loss,
-                tf.sqrt(total_sumsq),
-                tf.cast(self.optimizer.learning_rate, tf.float32),
-                tf.reduce_sum(layer_nonfinite) + loss_nonfinite + weight_nonfinite,
-            ]
+                tf.stack([loss, tf.sqrt(total_sumsq), tf.cast(self.optimizer.learning_rate, tf.float32)]),
+                [tf.reduce_sum(layer_nonfinite)],
+                tf.sqrt(grad_sumsq),
+                layer_nonfinite,
+                weight_norms,
+            ],
+            axis=0,
         )
-        row = tf.concat([fixed, tf.sqrt(grad_sumsq_t), layer_nonfinite, weight_norms], axis=0)
         slot = tf.math.floormod(self.count, self.capacity)
         self.buffer.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, self.width]))
         self.count.assign_add(1)

@@ -16,6 +16,7 @@ from tb_trainhealth.rules.series_math import (
     MIN_NOISY_WINDOW,
     finite_part,
     head_level,
+    relative_noise,
     relative_spread,
     rolling_median,
     smoothing_window,
@@ -43,11 +44,15 @@ SPIKE_FACTOR = 10.0
 # quarters; from the start of a noisy per-step curve the medians themselves
 # wander by a few percent (per-batch CE noise ~10% over ~50 points), hence 5%.
 PLATEAU_PROGRESS = 0.05
+# ...or, on very noisy short curves, less than this many standard errors of that difference.
+PLATEAU_NOISE_ERRORS = 2.0
 # Oscillation: no progress below half the starting loss, and the second half swings
 # with an inter-quartile range at least this share of its level, without trending down.
 OSCILLATION_SPREAD = 0.5
 OSCILLATION_MAX_PROGRESS = 0.5
 OSCILLATION_TREND = 0.9
+# Above this multiple of the starting loss the run is diverging, not oscillating.
+OSCILLATION_MAX_LEVEL = 3.0
 
 LR_FIX_LOWER = Fix(
     "Lower the learning rate (try 3-10x lower).",
@@ -149,13 +154,17 @@ def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
     ]
 
 
-def _start_and_end(name: str, loss: Series) -> tuple[float, float]:
-    """Robust start and end levels: medians of the first 5% / last 25% for noisy per-step series."""
+def _start_and_end(name: str, loss: Series) -> tuple[float, float, float]:
+    """Robust start and end levels (medians of the first 10% / last 25% of a noisy per-step
+    series) and the standard error of their relative difference due to minibatch noise."""
     if not _is_noisy(name):
-        return float(loss.values[0]), float(loss.values[-1])
-    head = loss.values[: max(3, len(loss) // 20)]
+        return float(loss.values[0]), float(loss.values[-1]), 0.0
+    head = loss.values[: max(3, len(loss) // 10)]
     tail = loss.values[-max(3, len(loss) // 4) :]
-    return float(np.median(head)), float(np.median(tail))
+    # The median of k noisy points wanders by ~1.25 * noise / sqrt(k).
+    noise = relative_noise(loss.values)
+    error = 1.25 * noise * np.sqrt(1 / len(head) + 1 / len(tail))
+    return float(np.median(head)), float(np.median(tail)), float(error)
 
 
 def check_loss_plateau(run: RunSignals) -> list[Finding]:
@@ -163,10 +172,12 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
     if found is None:
         return []
     name, loss = found
-    start, end = _start_and_end(name, loss)
+    start, end, error = _start_and_end(name, loss)
     progress = (start - end) / max(abs(start), 1e-12)
     late = loss.values[len(loss) // 2 :]
-    if progress >= PLATEAU_PROGRESS or relative_spread(late) >= OSCILLATION_SPREAD:
+    # A loss that got worse is not "too little learning": the divergence and oscillation rules own it.
+    threshold = max(PLATEAU_PROGRESS, PLATEAU_NOISE_ERRORS * error)
+    if abs(progress) >= threshold or relative_spread(late) >= OSCILLATION_SPREAD:
         return []
     first, last = int(loss.steps[0]), int(loss.steps[-1])
     return [
@@ -207,13 +218,13 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     if found is None:
         return []
     name, loss = found
-    # The untrained model's loss: a run that blows up in its first steps must not
-    # count those steps as its start.
-    start = min(float(loss.values[0]), head_level(loss.values))
+    # The untrained model's loss (first point): neither a run that blows up in its
+    # first steps nor one that converges in them may move the reference.
+    start = float(loss.values[0])
     half = len(loss) // 2
     late = loss.values[half:]
     level = float(np.median(late))
-    if start <= 0 or level < OSCILLATION_MAX_PROGRESS * start:
+    if start <= 0 or not OSCILLATION_MAX_PROGRESS * start <= level <= OSCILLATION_MAX_LEVEL * start:
         return []
     spread = relative_spread(late)
     quarter = len(late) // 2

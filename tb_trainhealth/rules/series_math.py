@@ -13,14 +13,18 @@ def finite_part(series: Series) -> Series:
 
 
 def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Centered rolling median (edges use what exists); window 1 returns a copy."""
+    """Centered rolling median; windows shrink at the edges (never repeat an edge point,
+    which would let one lucky last batch decide the end level). Window 1 returns a copy."""
     n = len(values)
     if window <= 1 or n == 0:
         return values.astype(np.float64, copy=True)
     half = window // 2
-    padded = np.pad(values.astype(np.float64), half, mode="edge")
+    padded = np.pad(values.astype(np.float64), half, mode="constant", constant_values=np.nan)
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    return np.median(windows, axis=1)[:n]
+    middle = np.median(windows[half : n - half], axis=1) if n > 2 * half else np.empty(0)
+    edges = [np.nanmedian(windows[i]) for i in (*range(min(half, n)), *range(max(half, n - half), n))]
+    head, tail = edges[: min(half, n)], edges[min(half, n) :]
+    return np.concatenate([head, middle, tail])
 
 
 # Per-step losses carry minibatch noise; a rolling median over at least this many
@@ -53,3 +57,16 @@ def relative_spread(values: np.ndarray) -> float:
     if q50 == 0:
         return 0.0 if q75 == q25 else float("inf")
     return float((q75 - q25) / abs(q50))
+
+
+def relative_noise(values: np.ndarray) -> float:
+    """Point-to-point noise as a fraction of the local level (robust: MAD around a rolling median)."""
+    if len(values) < 3:
+        return 0.0
+    level = rolling_median(values, smoothing_window(len(values)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        residual = values / level - 1.0
+    residual = residual[np.isfinite(residual)]
+    if len(residual) == 0:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(residual - np.median(residual))))

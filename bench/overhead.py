@@ -1,0 +1,94 @@
+"""Cost of HealthCallback per training step, measured side by side in one process.
+
+Configurations are interleaved round by round (so machine noise hits all alike):
+no callback, HealthCallback at defaults, and keras.callbacks.TensorBoard(update_freq=1)
+for reference. Each fit's first epoch (tracing) is dropped. Each round gives a ratio
+(config / no callback, adjacent in time); we print the median ratio over rounds and
+its inter-quartile range. Usage: python bench/overhead.py [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import keras
+import numpy as np
+
+from tb_trainhealth import HealthCallback
+
+BATCH = 64
+SAMPLES = 64 * 40
+
+
+class EpochTimer(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.seconds: list[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def small_cnn() -> keras.Model:
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    return model
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=4, help="timed epochs per fit (after one warm-up epoch)")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(SAMPLES, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, SAMPLES).astype("int32")
+    root = tempfile.mkdtemp()
+    configs = {
+        "no callback": lambda i: [],
+        "HealthCallback": lambda i: [HealthCallback(os.path.join(root, f"health{i}"), verbose=False)],
+        "TensorBoard(update_freq=1)": lambda i: [
+            keras.callbacks.TensorBoard(os.path.join(root, f"tb{i}"), update_freq=1)
+        ],
+    }
+    per_step: dict[str, list[float]] = {name: [] for name in configs}
+    for round_index in range(args.rounds):
+        for name, make in configs.items():
+            keras.utils.set_random_seed(round_index)
+            timer = EpochTimer()
+            small_cnn().fit(
+                x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=[*make(round_index), timer]
+            )
+            per_step[name].append(float(np.median(timer.seconds[1:])) / (SAMPLES // BATCH) * 1000)
+    base = np.array(per_step["no callback"])
+    print(f"small CNN, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs")
+    for name, values in per_step.items():
+        ratios = np.array(values) / base
+        q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
+        print(f"{name:28} {np.median(values):7.3f} ms/step  ratio {q50:.3f}x  (IQR {q25:.3f}-{q75:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

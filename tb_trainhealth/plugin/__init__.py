@@ -1,0 +1,1 @@
+"""The TensorBoard plugin (read side): no TensorFlow import anywhere below."""

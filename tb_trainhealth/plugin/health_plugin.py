@@ -1,0 +1,219 @@
+"""The "Health" tab: TensorBoard plugin backend.
+
+Reads only through `context.data_provider` (works with the Python ingester and the
+Rust data server). Every route answers JSON; bad parameters get a 400 JSON error,
+unknown runs a 404, never a 500 with a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import logging
+import math
+from typing import Any
+
+import numpy as np
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_trainhealth import schema
+from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.reader import SignalReader
+
+logger = logging.getLogger(__name__)
+
+STATUS_ORDER = {"critical": 0, "warning": 1, "ok": 2}
+MAX_PARAM_LENGTH = 1000
+MAX_POINTS = 2000
+DEFAULT_POINTS = 500
+# Dense series are sampled to this many points per tag when the user did not set
+# --samples_per_plugin; records (events) are always kept in full.
+DEFAULT_SERIES_SAMPLES = 5000
+
+
+class BadRequest(ValueError):
+    """A malformed query: answered with a 400."""
+
+
+class NotFound(LookupError):
+    """An unknown run: answered with a 404."""
+
+
+def _json_response(request, payload: Any, code: int = 200):
+    return http_util.Respond(request, json.dumps(payload, allow_nan=False), "application/json", code=code)
+
+
+def _finite_or_none(values: np.ndarray) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in values.tolist()]
+
+
+def _downsample_index(n: int, points: int) -> np.ndarray:
+    if n <= points:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, points).round().astype(int))
+
+
+class HealthPlugin(base_plugin.TBPlugin):
+    plugin_name = schema.PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._provider = context.data_provider
+        self._caches: dict[str, DiagnosisCache] = {}
+
+    def _cache(self, request) -> DiagnosisCache:
+        from tensorboard import plugin_util
+
+        experiment = plugin_util.experiment_id(request.environ)
+        if experiment not in self._caches:
+            ctx = plugin_util.context(request.environ)
+            self._caches[experiment] = DiagnosisCache(SignalReader(self._provider, experiment, ctx))
+        return self._caches[experiment]
+
+    # -- TBPlugin -------------------------------------------------------------------------
+    def get_plugin_apps(self):
+        return {
+            "/index.js": self._serve_bundle,
+            "/runs": self._guard(self._runs),
+            "/findings": self._guard(self._findings),
+            "/series": self._guard(self._series),
+        }
+
+    def data_plugin_names(self):
+        return (schema.PLUGIN_NAME, schema.RECORDS_PLUGIN_NAME, "scalars")  # Keras-only runs too
+
+    def is_active(self) -> bool:
+        return True  # even an empty logdir gets the tab, with the snippet to start
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Health")
+
+    # -- routes ---------------------------------------------------------------------------
+    @wrappers.Request.application
+    def _serve_bundle(self, request):
+        bundle = importlib.resources.files("tb_trainhealth.plugin").joinpath("static/index.js").read_bytes()
+        return http_util.Respond(request, bundle, "text/javascript")
+
+    def _guard(self, handler):
+        @wrappers.Request.application
+        def route(request):
+            try:
+                return _json_response(request, handler(request))
+            except BadRequest as err:
+                return _json_response(request, {"error": str(err)}, 400)
+            except NotFound as err:
+                return _json_response(request, {"error": str(err)}, 404)
+            except Exception:  # the plugin never takes TensorBoard down
+                logger.exception("tb-trainhealth: %s failed", request.path)
+                return _json_response(request, {"error": "internal error; see the TensorBoard log"}, 500)
+
+        return route
+
+    def _runs(self, request) -> dict[str, Any]:
+        _check_params(request, allowed=())
+        diagnoses = self._cache(request).all()
+        runs = []
+        for d in diagnoses:
+            counts = {label: 0 for label in ("critical", "warning", "info")}
+            for finding in d.findings:
+                counts[finding.severity.label] += 1
+            runs.append(
+                {
+                    "run": d.group.name,
+                    "status": d.status,
+                    "counts": counts,
+                    "has_health_data": d.signals.has_health_data,
+                    "last_step": d.fingerprint[0],
+                    "errors": d.errors,
+                }
+            )
+        runs.sort(key=lambda r: (STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
+        return {"runs": runs}
+
+    def _findings(self, request) -> dict[str, Any]:
+        _check_params(request, allowed=("run",))
+        diagnosis = self._diagnosis(request)
+        return {
+            "run": diagnosis.group.name,
+            "status": diagnosis.status,
+            "has_health_data": diagnosis.signals.has_health_data,
+            "layers": [layer.name for layer in diagnosis.signals.layers],
+            "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
+            "findings": [f.to_dict() for f in diagnosis.findings],
+            "errors": diagnosis.errors,
+        }
+
+    def _series(self, request) -> dict[str, Any]:
+        _check_params(request, allowed=("run", "names", "points"))
+        diagnosis = self._diagnosis(request)
+        names = _param(request, "names").split(",")
+        points = _int_param(request, "points", DEFAULT_POINTS, 2, MAX_POINTS)
+        signals = diagnosis.signals
+        unknown = [n for n in names if n not in signals.series and n not in signals.layer_series]
+        if unknown:
+            raise BadRequest(f"unknown series for this run: {', '.join(unknown)[:200]}")
+        out: dict[str, Any] = {"run": diagnosis.group.name, "series": {}, "layers": {}}
+        for name in names:
+            if name in signals.series:
+                series = signals.series[name]
+                keep = _downsample_index(len(series), points)
+                out["series"][name] = {
+                    "steps": series.steps[keep].tolist(),
+                    "values": _finite_or_none(series.values[keep]),
+                }
+            else:
+                layered = signals.layer_series[name]
+                keep = _downsample_index(len(layered), points)
+                out["layers"][name] = {
+                    "names": [layer.name for layer in signals.layers],
+                    "steps": layered.steps[keep].tolist(),
+                    "values": [_finite_or_none(row) for row in layered.values[keep]],
+                }
+        return out
+
+    def _diagnosis(self, request):
+        run = _param(request, "run")
+        diagnosis = self._cache(request).one(run)
+        if diagnosis is None:
+            raise NotFound(f"no run named {run[:200]!r}")
+        return diagnosis
+
+
+def _check_params(request, allowed: tuple[str, ...]) -> None:
+    for key in request.args:
+        if key not in allowed and key != "experiment":
+            raise BadRequest(f"unknown query parameter {key[:100]!r}")
+        if len(request.args.getlist(key)) > 1:
+            raise BadRequest(f"query parameter {key[:100]!r} given more than once")
+
+
+def _param(request, name: str) -> str:
+    value = request.args.get(name)
+    if value is None or value == "":
+        raise BadRequest(f"missing query parameter {name!r}")
+    if len(value) > MAX_PARAM_LENGTH or "\x00" in value:
+        raise BadRequest(f"invalid query parameter {name!r}")
+    return value
+
+
+def _int_param(request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise BadRequest(f"{name} must be an integer from {low} to {high}")
+    return int(raw)
+
+
+class HealthLoader(base_plugin.TBLoader):
+    """Keeps every tb-trainhealth record under default flags; the user's --samples_per_plugin wins."""
+
+    def fix_flags(self, flags) -> None:
+        samples = getattr(flags, "samples_per_plugin", None)
+        if isinstance(samples, dict):
+            samples.setdefault(schema.RECORDS_PLUGIN_NAME, 0)
+            samples.setdefault(schema.PLUGIN_NAME, DEFAULT_SERIES_SAMPLES)
+
+    def load(self, context):
+        return HealthPlugin(context)

@@ -1,0 +1,1 @@
+export async function render() { document.body.textContent = "tb-trainhealth: bundle not built yet"; }
