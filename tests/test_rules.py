@@ -154,3 +154,9 @@ def test_rules_agree_on_downsampled_series():
     sampled = check_loss_divergence(RunSignals("r", series={sig.LOSS: Series.of(steps[keep], loss[keep])}))
     assert [f.code for f in full] == [f.code for f in sampled] == ["loss_divergence"]
     assert abs(full[0].step - sampled[0].step) <= 400
+
+
+def test_steady_rise_is_divergence_not_oscillation():
+    loss = healthy_loss(4000)
+    loss[2000:] *= np.exp(np.linspace(0, 5, 2000))
+    assert codes(run_with(loss=loss)) == {"loss_divergence"}

@@ -8,6 +8,7 @@ unknown runs a 404, never a 500 with a traceback.
 from __future__ import annotations
 
 import importlib.resources
+import itertools
 import json
 import logging
 import math
@@ -49,10 +50,26 @@ def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in values.tolist()]
 
 
-def _downsample_index(n: int, points: int) -> np.ndarray:
+def _downsample_index(values: np.ndarray, points: int) -> np.ndarray:
+    """Indices of at most ~points points that keep each bucket's min, max and first NaN/Inf,
+    so spikes and the first non-finite step survive on the chart (per-layer rows: by row max)."""
+    n = len(values)
     if n <= points:
         return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, points).round().astype(int))
+    magnitude = (
+        values if values.ndim == 1 else np.where(np.isfinite(values).all(axis=1), np.nanmax(values, axis=1), np.nan)
+    )
+    keep = {0, n - 1}
+    edges = np.linspace(0, n, max(1, points // 3) + 1).astype(int)
+    for start, end in itertools.pairwise(edges):
+        segment = magnitude[start:end]
+        finite = np.isfinite(segment)
+        if not finite.all():
+            keep.add(start + int(np.argmax(~finite)))
+        if finite.any():
+            masked = np.where(finite, segment, np.nan)
+            keep.update((start + int(np.nanargmin(masked)), start + int(np.nanargmax(masked))))
+    return np.array(sorted(keep))
 
 
 class HealthPlugin(base_plugin.TBPlugin):
@@ -128,7 +145,9 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "errors": d.errors,
                 }
             )
-        runs.sort(key=lambda r: (STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
+        runs.sort(
+            key=lambda r: (STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"])
+        )
         return {"runs": runs}
 
     def _findings(self, request) -> dict[str, Any]:
@@ -141,6 +160,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "layers": [layer.name for layer in diagnosis.signals.layers],
             "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
             "findings": [f.to_dict() for f in diagnosis.findings],
+            "events": diagnosis.signals.events,
             "errors": diagnosis.errors,
         }
 
@@ -157,14 +177,14 @@ class HealthPlugin(base_plugin.TBPlugin):
         for name in names:
             if name in signals.series:
                 series = signals.series[name]
-                keep = _downsample_index(len(series), points)
+                keep = _downsample_index(series.values, points)
                 out["series"][name] = {
                     "steps": series.steps[keep].tolist(),
                     "values": _finite_or_none(series.values[keep]),
                 }
             else:
                 layered = signals.layer_series[name]
-                keep = _downsample_index(len(layered), points)
+                keep = _downsample_index(layered.values, points)
                 out["layers"][name] = {
                     "names": [layer.name for layer in signals.layers],
                     "steps": layered.steps[keep].tolist(),

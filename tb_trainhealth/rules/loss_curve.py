@@ -47,7 +47,8 @@ PLATEAU_PROGRESS = 0.05
 # ...or, on very noisy short curves, less than this many standard errors of that difference.
 PLATEAU_NOISE_ERRORS = 2.0
 # Oscillation: no progress below half the starting loss, and the second half swings
-# with an inter-quartile range at least this share of its level, without trending down.
+# with an inter-quartile range at least this share of its level, trending neither down
+# nor up (last quarter's median within OSCILLATION_TREND of the third quarter's).
 OSCILLATION_SPREAD = 0.5
 OSCILLATION_MAX_PROGRESS = 0.5
 OSCILLATION_TREND = 0.9
@@ -228,8 +229,9 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
         return []
     spread = relative_spread(late)
     quarter = len(late) // 2
-    trending_down = np.median(late[quarter:]) < OSCILLATION_TREND * np.median(late[:quarter])
-    if spread < OSCILLATION_SPREAD or trending_down:
+    # Swinging around a level, not trending: the last quarter within ~10% of the third.
+    trend = np.median(late[quarter:]) / np.median(late[:quarter])
+    if spread < OSCILLATION_SPREAD or not OSCILLATION_TREND <= trend <= 1 / OSCILLATION_TREND:
         return []
     onset = int(loss.steps[half])
     return [

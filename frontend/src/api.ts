@@ -1,0 +1,223 @@
+// The plugin's JSON API. Every URL is relative: the iframe's <base href> points at the
+// plugin's route prefix, so --path_prefix keeps working. Every value from the server is
+// data: parsed defensively here, rendered with textContent elsewhere.
+
+export type Severity = "info" | "warning" | "critical";
+export type Status = "critical" | "warning" | "ok";
+
+export interface Counts {
+  critical: number;
+  warning: number;
+  info: number;
+}
+
+export interface RunSummary {
+  run: string;
+  status: Status;
+  counts: Counts;
+  has_health_data: boolean;
+  last_step: number | null;
+  errors: string[];
+}
+
+export interface Fix {
+  text: string;
+  code: string | null;
+}
+
+export interface Evidence {
+  series: string[];
+  start_step: number | null;
+  end_step: number | null;
+  layer: string | null;
+}
+
+export interface Finding {
+  code: string;
+  severity: Severity;
+  step: number | null;
+  title: string;
+  detail: string;
+  evidence: Evidence;
+  fixes: Fix[];
+}
+
+export interface RunFindings {
+  run: string;
+  status: Status;
+  has_health_data: boolean;
+  layers: string[];
+  series: string[];
+  findings: Finding[];
+  errors: string[];
+}
+
+export interface ScalarSeries {
+  steps: number[];
+  values: (number | null)[];
+}
+
+export interface LayerSeries {
+  names: string[];
+  steps: number[];
+  values: (number | null)[][];
+}
+
+export interface SeriesData {
+  series: Record<string, ScalarSeries>;
+  layers: Record<string, LayerSeries>;
+}
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function obj(v: unknown): Obj {
+  return isObj(v) ? v : {};
+}
+
+function str(v: unknown, fallback = ""): string {
+  return typeof v === "string" ? v : fallback;
+}
+
+function strOrNull(v: unknown): string | null {
+  return typeof v === "string" ? v : null;
+}
+
+function num(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+function arr(v: unknown): unknown[] {
+  return Array.isArray(v) ? v : [];
+}
+
+function strs(v: unknown): string[] {
+  return arr(v).filter((x): x is string => typeof x === "string");
+}
+
+function status(v: unknown): Status {
+  return v === "critical" || v === "warning" ? v : "ok";
+}
+
+function severity(v: unknown): Severity {
+  return v === "critical" || v === "warning" ? v : "info";
+}
+
+async function getJson(url: string): Promise<unknown> {
+  let resp: Response;
+  try {
+    resp = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store", credentials: "same-origin" });
+  } catch (err) {
+    throw new ApiError("Could not reach TensorBoard: " + String(err), 0);
+  }
+  const text = await resp.text();
+  let body: unknown = undefined;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (!resp.ok) {
+    const message = isObj(body) && typeof body["error"] === "string" ? body["error"] : "HTTP " + resp.status;
+    throw new ApiError(message, resp.status);
+  }
+  if (body === undefined) throw new ApiError("TensorBoard sent a response that is not JSON", resp.status);
+  return body;
+}
+
+function parseRun(v: unknown): RunSummary {
+  const o = obj(v);
+  const c = obj(o["counts"]);
+  return {
+    run: str(o["run"]),
+    status: status(o["status"]),
+    counts: { critical: num(c["critical"]) ?? 0, warning: num(c["warning"]) ?? 0, info: num(c["info"]) ?? 0 },
+    has_health_data: o["has_health_data"] === true,
+    last_step: num(o["last_step"]),
+    errors: strs(o["errors"]),
+  };
+}
+
+function parseFinding(v: unknown): Finding {
+  const o = obj(v);
+  const e = obj(o["evidence"]);
+  return {
+    code: str(o["code"], "unknown"),
+    severity: severity(o["severity"]),
+    step: num(o["step"]),
+    title: str(o["title"]),
+    detail: str(o["detail"]),
+    evidence: {
+      series: strs(e["series"]),
+      start_step: num(e["start_step"]),
+      end_step: num(e["end_step"]),
+      layer: strOrNull(e["layer"]),
+    },
+    fixes: arr(o["fixes"]).map((f) => {
+      const fo = obj(f);
+      return { text: str(fo["text"]), code: strOrNull(fo["code"]) };
+    }),
+  };
+}
+
+function numsOrNull(v: unknown): (number | null)[] {
+  return arr(v).map(num);
+}
+
+export async function fetchRuns(): Promise<RunSummary[]> {
+  const body = obj(await getJson("runs"));
+  return arr(body["runs"])
+    .map(parseRun)
+    .filter((r) => r.run !== "");
+}
+
+export async function fetchFindings(run: string): Promise<RunFindings> {
+  const o = obj(await getJson("findings?run=" + encodeURIComponent(run)));
+  return {
+    run: str(o["run"], run),
+    status: status(o["status"]),
+    has_health_data: o["has_health_data"] === true,
+    layers: strs(o["layers"]),
+    series: strs(o["series"]),
+    findings: arr(o["findings"]).map(parseFinding),
+    errors: strs(o["errors"]),
+  };
+}
+
+export async function fetchSeries(run: string, names: string[], points = 500): Promise<SeriesData> {
+  const url =
+    "series?run=" +
+    encodeURIComponent(run) +
+    "&names=" +
+    names.map(encodeURIComponent).join(",") +
+    "&points=" +
+    String(points);
+  const o = obj(await getJson(url));
+  // Null-prototype maps: a series named "__proto__" stays a plain key.
+  const out: SeriesData = { series: Object.create(null) as SeriesData["series"], layers: Object.create(null) as SeriesData["layers"] };
+  for (const [name, raw] of Object.entries(obj(o["series"]))) {
+    const s = obj(raw);
+    out.series[name] = { steps: arr(s["steps"]).map((x) => num(x) ?? NaN), values: numsOrNull(s["values"]) };
+  }
+  for (const [name, raw] of Object.entries(obj(o["layers"]))) {
+    const s = obj(raw);
+    out.layers[name] = {
+      names: strs(s["names"]),
+      steps: arr(s["steps"]).map((x) => num(x) ?? NaN),
+      values: arr(s["values"]).map(numsOrNull),
+    };
+  }
+  return out;
+}

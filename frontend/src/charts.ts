@@ -1,0 +1,300 @@
+// uPlot charts: scalar series and one-line-per-layer series, with an onset marker, the
+// finding's evidence range shaded, and an "x" where each line first goes NaN/Inf.
+import uPlot from "uplot";
+import { fmtNum, fmtStep, h } from "./dom";
+
+export interface Line {
+  label: string;
+  steps: number[];
+  values: (number | null)[];
+  color: string;
+  width?: number;
+}
+
+export interface PanelSpec {
+  lines: Line[];
+  height: number;
+  onset?: number | null;
+  onsetColor?: string;
+  band?: [number | null, number | null] | null;
+  syncKey?: string;
+}
+
+export interface ChartHandle {
+  destroy(): void;
+}
+
+const FONT = '11px Roboto, "Helvetica Neue", Arial, sans-serif';
+const SCALAR_COLORS = ["#1565c0", "#6a1b9a", "#00838f", "#5d4037", "#ad1457", "#558b2f", "#455a64"];
+// Layers are coloured by depth: first (input side) dark blue ... last (output side) gold.
+const DEPTH_STOPS: [number, number, number][] = [
+  [0x1a, 0x23, 0x7e],
+  [0x1e, 0x88, 0xe5],
+  [0x00, 0xa0, 0x9a],
+  [0x7c, 0xb3, 0x42],
+  [0xc7, 0xa5, 0x00],
+];
+
+export function scalarColor(i: number): string {
+  return SCALAR_COLORS[i % SCALAR_COLORS.length] ?? "#1565c0";
+}
+
+export function depthColor(i: number, n: number): string {
+  if (n <= 1) return "#1e88e5";
+  const t = (i / (n - 1)) * (DEPTH_STOPS.length - 1);
+  const k = Math.min(Math.floor(t), DEPTH_STOPS.length - 2);
+  const f = t - k;
+  const a = DEPTH_STOPS[k] ?? [0, 0, 0];
+  const b = DEPTH_STOPS[k + 1] ?? a;
+  const c = [0, 1, 2].map((j) => Math.round((a[j] ?? 0) + ((b[j] ?? 0) - (a[j] ?? 0)) * f));
+  return "rgb(" + c.join(",") + ")";
+}
+
+/** Log scale when the positive values span more than two orders of magnitude. */
+export function wantsLog(lines: Line[]): boolean {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const l of lines)
+    for (const v of l.values)
+      if (v !== null && v > 0) {
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+  return hi > 0 && lo > 0 && hi / lo > 100;
+}
+
+interface Aligned {
+  xs: number[];
+  ys: (number | null)[][];
+  firstNonFinite: (number | null)[];
+}
+
+/** Joins the lines on one sorted step axis; a missing point stays undefined (joined, not a gap). */
+function align(lines: Line[]): Aligned {
+  const stepSet = new Set<number>();
+  for (const l of lines) for (const s of l.steps) if (Number.isFinite(s)) stepSet.add(s);
+  const xs = Array.from(stepSet).sort((a, b) => a - b);
+  const index = new Map<number, number>();
+  xs.forEach((s, i) => index.set(s, i));
+  const ys: (number | null)[][] = [];
+  const firstNonFinite: (number | null)[] = [];
+  for (const l of lines) {
+    const y: (number | null)[] = new Array<number | null>(xs.length);
+    let bad: number | null = null;
+    l.steps.forEach((s, j) => {
+      const i = index.get(s);
+      if (i === undefined) return;
+      const v = l.values[j];
+      y[i] = v === undefined ? null : v;
+      if (v === null && (bad === null || s < bad)) bad = s;
+    });
+    ys.push(y);
+    firstNonFinite.push(bad);
+  }
+  return { xs, ys, firstNonFinite };
+}
+
+function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]): uPlot.Plugin {
+  const pr = () => uPlot.pxRatio || 1;
+  const xPos = (u: uPlot, step: number) => Math.round(u.valToPos(step, "x", true));
+  const inside = (u: uPlot, x: number) => x >= u.bbox.left - 1 && x <= u.bbox.left + u.bbox.width + 1;
+  return {
+    hooks: {
+      drawAxes: [
+        (u: uPlot) => {
+          const band = spec.band;
+          if (!band || (band[0] === null && band[1] === null)) return;
+          const min = u.scales["x"]?.min ?? 0;
+          const max = u.scales["x"]?.max ?? 0;
+          const x0 = xPos(u, Math.max(band[0] ?? min, min));
+          const x1 = xPos(u, Math.min(band[1] ?? max, max));
+          if (x1 <= x0) return;
+          const ctx = u.ctx;
+          ctx.save();
+          ctx.fillStyle = "rgba(255, 152, 0, 0.07)";
+          ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
+          ctx.restore();
+        },
+      ],
+      draw: [
+        (u: uPlot) => {
+          const ctx = u.ctx;
+          const r = pr();
+          // first NaN/Inf of each line: an "x" where the line stops
+          firstNonFinite.forEach((step, k) => {
+            if (step === null || !u.series[k + 1]?.show) return;
+            const x = xPos(u, step);
+            if (!inside(u, x)) return;
+            const data = u.data[k + 1] ?? [];
+            const xs = u.data[0];
+            let yVal: number | null = null;
+            for (let i = 0; i < xs.length && (xs[i] ?? Infinity) < step; i++) {
+              const v = data[i];
+              if (v !== null && v !== undefined) yVal = v;
+            }
+            let y = yVal === null ? u.bbox.top + 8 * r : u.valToPos(yVal, "y", true);
+            if (!Number.isFinite(y)) y = u.bbox.top + 8 * r;
+            y = Math.min(Math.max(y, u.bbox.top + 6 * r), u.bbox.top + u.bbox.height - 6 * r);
+            const s = 4 * r;
+            ctx.save();
+            ctx.strokeStyle = spec.lines[k]?.color ?? "#000";
+            ctx.lineWidth = 2 * r;
+            ctx.beginPath();
+            ctx.moveTo(x - s, y - s);
+            ctx.lineTo(x + s, y + s);
+            ctx.moveTo(x + s, y - s);
+            ctx.lineTo(x - s, y + s);
+            ctx.stroke();
+            ctx.restore();
+          });
+          // onset marker
+          if (spec.onset === null || spec.onset === undefined) return;
+          const x = xPos(u, spec.onset);
+          if (!inside(u, x)) return;
+          const color = spec.onsetColor ?? "#c62828";
+          ctx.save();
+          ctx.strokeStyle = color;
+          ctx.lineWidth = 1.5 * r;
+          ctx.setLineDash([5 * r, 3 * r]);
+          ctx.beginPath();
+          ctx.moveTo(x, u.bbox.top);
+          ctx.lineTo(x, u.bbox.top + u.bbox.height);
+          ctx.stroke();
+          ctx.setLineDash([]);
+          const label = "onset " + fmtStep(spec.onset);
+          ctx.font = `${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
+          const w = ctx.measureText(label).width;
+          const right = x + 4 * r + w <= u.bbox.left + u.bbox.width;
+          ctx.fillStyle = "rgba(255,255,255,0.85)";
+          const tx = right ? x + 4 * r : x - 4 * r - w;
+          ctx.fillRect(tx - 2 * r, u.bbox.top + 2 * r, w + 4 * r, 13 * r);
+          ctx.fillStyle = color;
+          ctx.textBaseline = "top";
+          ctx.fillText(label, tx, u.bbox.top + 4 * r);
+          ctx.restore();
+        },
+      ],
+    },
+  };
+}
+
+/** Mounts one uPlot panel into `container` (already in the document). */
+export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle | null {
+  const { xs, ys, firstNonFinite } = align(spec.lines);
+  const hasValue = ys.some((y) => y.some((v) => v !== null && v !== undefined));
+  if (xs.length === 0 || !hasValue) {
+    container.appendChild(h("div", { class: "th-chart-empty", text: "No finite values logged for this series yet." }));
+    return null;
+  }
+  const log = wantsLog(spec.lines);
+  let hidden = false;
+  const plotted = log
+    ? ys.map((y) =>
+        Array.from(y, (v) => {
+          if (v !== null && v !== undefined && v <= 0) {
+            hidden = true;
+            return null;
+          }
+          return v;
+        }),
+      )
+    : ys;
+
+  let xMin = xs[0] ?? 0;
+  let xMax = xs[xs.length - 1] ?? 0;
+  if (spec.onset !== null && spec.onset !== undefined) {
+    xMin = Math.min(xMin, spec.onset);
+    xMax = Math.max(xMax, spec.onset);
+  }
+  if (xMax === xMin) {
+    xMin -= 1;
+    xMax += 1;
+  }
+
+  const few = xs.length <= 60;
+  const opts: uPlot.Options = {
+    width: Math.max(container.clientWidth, 200),
+    height: spec.height,
+    pxAlign: 0,
+    legend: { show: true, live: true },
+    cursor: {
+      drag: { x: true, y: false },
+      points: { size: 6 },
+      ...(spec.syncKey ? { sync: { key: spec.syncKey } } : {}),
+    },
+    scales: {
+      x: { time: false, range: [xMin, xMax] },
+      y: log ? { distr: 3, log: 10 } : {},
+    },
+    axes: [
+      {
+        font: FONT,
+        stroke: "#616161",
+        size: 30,
+        grid: { stroke: "#eeeeee", width: 1 },
+        ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
+        values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtStep(v))),
+      },
+      {
+        font: FONT,
+        stroke: "#616161",
+        size: 52,
+        grid: { stroke: "#eeeeee", width: 1 },
+        ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
+        values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 2))),
+      },
+    ],
+    series: [
+      { label: "step", value: (_u, v) => (v === null || v === undefined ? "--" : String(v)) },
+      ...spec.lines.map(
+        (l): uPlot.Series => ({
+          label: l.label,
+          stroke: l.color,
+          width: l.width ?? 1.5,
+          spanGaps: false,
+          points: { show: few, size: 4, fill: l.color },
+          value: (_u, v) => (v === null || v === undefined ? "--" : fmtNum(v, 4)),
+        }),
+      ),
+    ],
+    plugins: [markersPlugin(spec, firstNonFinite)],
+  };
+
+  const data = [xs, ...plotted] as uPlot.AlignedData;
+  const plot = new uPlot(opts, data, container);
+  const notes: string[] = [];
+  if (log) notes.push(hidden ? "log scale (values <= 0 not shown)" : "log scale");
+  const bad = spec.lines
+    .map((l, k) => ({ label: l.label, step: firstNonFinite[k] ?? null }))
+    .filter((b): b is { label: string; step: number } => b.step !== null)
+    .sort((a, b) => a.step - b.step);
+  if (bad.length > 0) {
+    const shown = bad.slice(0, 6).map((b) => b.label + " at step " + b.step);
+    notes.push("x = first NaN/Inf: " + shown.join(", ") + (bad.length > 6 ? ", ..." : ""));
+  }
+  if (notes.length > 0) container.appendChild(h("div", { class: "th-chart-note", text: notes.join(" \u00b7 ") }));
+
+  let lastWidth = container.clientWidth;
+  let frame = 0;
+  const observer =
+    typeof ResizeObserver === "function"
+      ? new ResizeObserver(() => {
+          cancelAnimationFrame(frame);
+          frame = requestAnimationFrame(() => {
+            const w = container.clientWidth;
+            if (w > 0 && Math.abs(w - lastWidth) >= 2) {
+              lastWidth = w;
+              plot.setSize({ width: Math.max(w, 200), height: spec.height });
+            }
+          });
+        })
+      : null;
+  observer?.observe(container);
+  return {
+    destroy() {
+      observer?.disconnect();
+      cancelAnimationFrame(frame);
+      plot.destroy();
+    },
+  };
+}

@@ -1,0 +1,136 @@
+"""Plugin backend through TensorBoard's own WSGI app (werkzeug test client), on real training logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug import test as werkzeug_test
+from werkzeug import wrappers
+
+from tb_trainhealth.logdir import open_logdir
+from tb_trainhealth.plugin import health_plugin
+from tb_trainhealth.reader import SignalReader
+
+PREFIX = "/data/plugin/trainhealth"
+
+
+def client_for(logdir: str) -> werkzeug_test.Client:
+    provider = open_logdir(logdir)
+    context = base_plugin.TBContext(logdir=logdir, data_provider=provider)
+    app = application.TensorBoardWSGI([health_plugin.HealthPlugin(context)], data_provider=provider)
+    return werkzeug_test.Client(app, wrappers.Response)
+
+
+def get_json(client, path: str, status: int = 200):
+    response = client.get(PREFIX + path)
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    return json.loads(response.get_data(as_text=True))
+
+
+@pytest.fixture(scope="module")
+def client(scenario_logdir):
+    return client_for(scenario_logdir)
+
+
+def test_runs_route_lists_every_run_worst_first_with_the_engines_status(client, scenario_findings):
+    runs = get_json(client, "/runs")["runs"]
+    assert {r["run"] for r in runs} == set(scenario_findings)
+    order = ["critical", "warning", "ok"]
+    assert [r["status"] for r in runs] == sorted((r["status"] for r in runs), key=order.index)
+    by_name = {r["run"]: r for r in runs}
+    assert by_name["nan_input"]["status"] == "critical" and by_name["nan_input"]["counts"]["critical"] >= 1
+    assert by_name["healthy_cnn"]["status"] == "ok" and by_name["healthy_cnn"]["has_health_data"]
+
+
+def test_findings_route_gives_the_same_findings_as_the_cli_engine(client, scenario_findings):
+    for run, findings in scenario_findings.items():
+        payload = get_json(client, f"/findings?run={run}")
+        assert [f["code"] for f in payload["findings"]] == [f.code for f in findings]
+        assert payload["findings"] == [f.to_dict() for f in findings]
+    nan = get_json(client, "/findings?run=nan_input")
+    assert any(e["kind"] == "nonfinite" for e in nan["events"])
+    assert "layer_grad_norm" in nan["series"] and nan["layers"]
+
+
+def test_series_route_downsamples_and_turns_nan_into_null(client):
+    payload = get_json(client, "/series?run=nan_input&names=grad_norm,layer_grad_norm&points=20")
+    grad = payload["series"]["grad_norm"]
+    assert 2 <= len(grad["steps"]) <= 20 and grad["steps"] == sorted(grad["steps"])
+    assert None in grad["values"]  # the NaN steps
+    layers = payload["layers"]["layer_grad_norm"]
+    assert len(layers["names"]) == len(layers["values"][0])
+
+
+def test_bundle_is_served_as_javascript(client):
+    response = client.get(PREFIX + "/index.js")
+    assert response.status_code == 200 and "javascript" in response.headers["Content-Type"]
+    assert b"render" in response.get_data()
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/findings?run=no_such_run", 404),
+        ("/findings?run=../../etc/passwd", 404),
+        ("/findings", 400),
+        ("/findings?run=", 400),
+        ("/findings?run=nan_input&run=healthy_cnn", 400),
+        ("/findings?run=nan_input&bogus=1", 400),
+        ("/findings?run=" + "x" * 5000, 400),
+        ("/findings?run=nan%00input", 400),
+        ("/series?run=nan_input&names=loss&points=abc", 400),
+        ("/series?run=nan_input&names=loss&points=-5", 400),
+        ("/series?run=nan_input&names=loss&points=99999999999999999999", 400),
+        ("/series?run=nan_input&names=not_a_series", 400),
+        ("/series?run=nan_input", 400),
+        ("/runs?x=%FF%FE", 400),
+        ("/findings?run=%E2%98%83%F0%9F%92%A5", 404),
+    ],
+)
+def test_bad_queries_get_a_json_4xx_never_a_500(client, path, status):
+    payload = get_json(client, path, status)
+    assert payload["error"] and "Traceback" not in payload["error"]
+
+
+def test_diagnoses_are_cached_until_a_run_has_new_data(scenario_logdir, monkeypatch):
+    reads = []
+    original = SignalReader.read
+
+    def counting_read(self, group):
+        reads.append(group.name)
+        return original(self, group)
+
+    monkeypatch.setattr(SignalReader, "read", counting_read)
+    client = client_for(scenario_logdir)
+    get_json(client, "/runs")
+    first = len(reads)
+    get_json(client, "/runs")
+    get_json(client, "/findings?run=nan_input")
+    assert len(reads) == first  # nothing new on disk: nothing re-read
+
+
+def test_loader_keeps_every_record_unless_the_user_says_otherwise():
+    class Flags:
+        samples_per_plugin: dict
+
+    flags = Flags()
+    flags.samples_per_plugin = {}
+    health_plugin.HealthLoader().fix_flags(flags)
+    assert flags.samples_per_plugin["trainhealth_records"] == 0
+    flags.samples_per_plugin = {"trainhealth_records": 7}
+    health_plugin.HealthLoader().fix_flags(flags)
+    assert flags.samples_per_plugin["trainhealth_records"] == 7
+
+
+def test_plugin_module_does_not_import_tensorflow():
+    import subprocess
+    import sys
+
+    code = "import sys, tb_trainhealth.plugin.health_plugin; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert out.strip() == "False"
