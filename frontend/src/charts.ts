@@ -162,20 +162,34 @@ function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]): uPlo
           ctx.stroke();
           ctx.setLineDash([]);
           const label = "onset " + fmtStep(spec.onset);
-          ctx.font = `${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
+          ctx.font = `500 ${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
           const w = ctx.measureText(label).width;
           const right = x + 4 * r + w <= u.bbox.left + u.bbox.width;
-          ctx.fillStyle = "rgba(255,255,255,0.85)";
           const tx = right ? x + 4 * r : x - 4 * r - w;
-          ctx.fillRect(tx - 2 * r, u.bbox.top + 2 * r, w + 4 * r, 13 * r);
-          ctx.fillStyle = color;
           ctx.textBaseline = "top";
-          ctx.fillText(label, tx, u.bbox.top + 4 * r);
+          ctx.lineJoin = "round";
+          ctx.lineWidth = 3 * r;
+          ctx.strokeStyle = "#ffffff";
+          ctx.strokeText(label, tx, u.bbox.top + 3 * r);
+          ctx.fillStyle = color;
+          ctx.fillText(label, tx, u.bbox.top + 3 * r);
           ctx.restore();
         },
       ],
     },
   };
+}
+
+/** Powers of ten only (every k-th decade when the range is wide), so the grid stays light. */
+function logSplits(u: uPlot, _axis: number, min: number, max: number): number[] {
+  if (!(min > 0) || !(max > min)) return [min, max];
+  const lo = Math.ceil(Math.log10(min) - 1e-9);
+  const hi = Math.floor(Math.log10(max) + 1e-9);
+  const room = Math.max(2, Math.floor(u.bbox.height / (uPlot.pxRatio || 1) / 28));
+  const every = Math.max(1, Math.ceil((hi - lo + 1) / room));
+  const out: number[] = [];
+  for (let e = lo; e <= hi; e += every) out.push(Number("1e" + e));
+  return out.length > 0 ? out : [min, max];
 }
 
 /** Mounts one uPlot panel into `container` (already in the document). */
@@ -242,6 +256,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
         grid: { stroke: "#eeeeee", width: 1 },
         ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
         values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 2))),
+        ...(log ? { splits: logSplits, filter: (_u: uPlot, splits: number[]) => splits } : {}),
       },
     ],
     series: [
@@ -262,6 +277,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
 
   const data = [xs, ...plotted] as uPlot.AlignedData;
   const plot = new uPlot(opts, data, container);
+  ((window as unknown as {__p: uPlot[]}).__p ??= []).push(plot);
   const notes: string[] = [];
   if (log) notes.push(hidden ? "log scale (values <= 0 not shown)" : "log scale");
   const bad = spec.lines

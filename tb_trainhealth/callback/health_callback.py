@@ -154,7 +154,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
-        self._base_step = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+        self._base_step = int(model.optimizer.iterations.value.numpy())
         self._step = max(self._step, self._base_step)
         self._install_probe()
         layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]

@@ -1,0 +1,111 @@
+"""The Health tab in a real headless Chromium (Debian's), driven by Playwright, over a real TensorBoard."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from tensorboard_process import get_json, running_tensorboard, wait_for
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+XSS_RUN = "<img src=x onerror=alert(1)>"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("browser")
+    for run in ("nan_input", "overfitting", "healthy_mlp", "loss_plateau"):
+        shutil.copytree(os.path.join(scenario_logdir, run), root / run)
+    shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def page(browser_logdir):
+    with running_tensorboard(browser_logdir, load_fast=False) as url:
+        assert wait_for(lambda: len(get_json(url + "/data/plugin/trainhealth/runs")["runs"]) == 5)
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url)
+            page = context.new_page()
+            page.dialogs = []
+            page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+            page.console_errors = []
+            page.on("console", lambda msg: msg.type == "error" and page.console_errors.append(msg.text))
+            page.goto(url + "/#trainhealth")
+            yield page
+            browser.close()
+
+
+def health_frame(page):
+    frame = page.frame_locator("iframe").first
+    frame.locator("[data-testid=run-list]").wait_for(timeout=30_000)
+    return frame
+
+
+def test_runs_are_listed_worst_first(page):
+    frame = health_frame(page)
+    items = frame.locator("[data-testid=run-item]")
+    items.nth(4).wait_for()
+    statuses = [items.nth(i).get_attribute("data-status") for i in range(items.count())]
+    assert statuses == sorted(statuses, key=["critical", "warning", "ok"].index)
+    assert statuses[0] == "critical" and items.nth(0).get_attribute("data-run") == "nan_input"
+
+
+def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
+    frame = health_frame(page)
+    frame.locator("[data-testid=run-item][data-run=nan_input]").click()
+    card = frame.locator("[data-testid=finding-card][data-code=nonfinite]")
+    card.wait_for()
+    assert "step 38" in card.inner_text()
+    chart = card.locator("[data-testid=evidence-chart]")
+    chart.locator("canvas").first.wait_for()
+    assert chart.get_attribute("data-onset-step") == "38"
+    card.locator("[data-testid=copy-button]").first.click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert "clipnorm=1.0" in copied
+    frame.locator("[data-testid=layer-chart] canvas").first.wait_for()
+
+
+def test_filter_narrows_the_run_list(page):
+    frame = health_frame(page)
+    frame.locator("[data-testid=run-filter]").fill("over")
+    frame.locator("[data-testid=run-item]").first.wait_for()
+    names = [
+        frame.locator("[data-testid=run-item]").nth(i).get_attribute("data-run")
+        for i in range(frame.locator("[data-testid=run-item]").count())
+    ]
+    assert names == ["overfitting"]
+    frame.locator("[data-testid=run-filter]").fill("")
+
+
+def test_html_in_a_run_name_renders_as_text(page):
+    frame = health_frame(page)
+    item = frame.locator("[data-testid=run-item]").filter(has_text=XSS_RUN)
+    item.wait_for()
+    item.click()
+    assert frame.locator("img[src=x]").count() == 0
+    assert page.dialogs == []
+
+
+def test_screenshot_and_no_console_errors(page, tmp_path):
+    frame = health_frame(page)
+    frame.locator("[data-testid=run-item][data-run=overfitting]").click()
+    frame.locator(
+        "[data-testid=finding-card][data-code=overfitting] [data-testid=evidence-chart] canvas"
+    ).first.wait_for()
+    page.screenshot(path=str(tmp_path / "health-tab.png"))
+    assert (tmp_path / "health-tab.png").stat().st_size > 10_000
+    assert page.console_errors == []
