@@ -13,8 +13,6 @@ import os
 import sys
 import types
 
-sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))  # no TF needed
-
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -93,6 +91,8 @@ def write_run(
 
 
 def main() -> int:
+    if "tensorflow" not in sys.modules:  # writing needs no TensorFlow: skip its 2 s import
+        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
     parser = argparse.ArgumentParser()
     parser.add_argument("logdir")
     parser.add_argument("--runs", type=int, default=50)

@@ -39,6 +39,7 @@ def test_nan_onset_is_the_batch_holding_the_nan(scenario_logdir, scenario_findin
     assert finding.step == scenarios.NAN_BATCH + 1  # steps are 1-based optimizer steps
     # the first layer sees the NaN input first
     assert finding.evidence.layer == first_layer(scenario_logdir, "nan_input")
+    assert "np.isfinite(x_train)" in finding.fixes[0].code  # data first: the first layer was hit first
 
 
 def test_divergence_onset_follows_the_learning_rate_jump(scenario_findings):

@@ -180,6 +180,16 @@ function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]): uPlo
   };
 }
 
+// uPlot's default tick increments stop near 1e16; a diverged loss reaches 1e37 and more.
+const WIDE_INCRS: number[] = [];
+const LINEAR_INCRS: number[] = [];
+const STEP_INCRS: number[] = []; // whole steps only
+for (let e = 0; e <= 15; e++) for (const m of [1, 2, 5]) STEP_INCRS.push(Number(m + "e" + e));
+for (let e = -300; e <= 300; e++) {
+  WIDE_INCRS.push(Number("1e" + e));
+  for (const m of [1, 2, 5]) LINEAR_INCRS.push(Number(m + "e" + e));
+}
+
 /** Powers of ten only (every k-th decade when the range is wide), so the grid stays light. */
 function logSplits(u: uPlot, _axis: number, min: number, max: number): number[] {
   if (!(min > 0) || !(max > min)) return [min, max];
@@ -247,6 +257,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
         size: 30,
         grid: { stroke: "#eeeeee", width: 1 },
         ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
+        incrs: STEP_INCRS,
         values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtStep(v))),
       },
       {
@@ -255,8 +266,8 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
         size: 52,
         grid: { stroke: "#eeeeee", width: 1 },
         ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
-        values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 2))),
-        ...(log ? { splits: logSplits, filter: (_u: uPlot, splits: number[]) => splits } : {}),
+        values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 4))),
+        ...(log ? { splits: logSplits, incrs: WIDE_INCRS, filter: (_u: uPlot, splits: number[]) => splits } : { incrs: LINEAR_INCRS }),
       },
     ],
     series: [
@@ -277,7 +288,6 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
 
   const data = [xs, ...plotted] as uPlot.AlignedData;
   const plot = new uPlot(opts, data, container);
-  ((window as unknown as {__p: uPlot[]}).__p ??= []).push(plot);
   const notes: string[] = [];
   if (log) notes.push(hidden ? "log scale (values <= 0 not shown)" : "log scale");
   const bad = spec.lines

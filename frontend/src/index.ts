@@ -196,7 +196,7 @@ class App {
     this.root.querySelector(".th-empty-page")?.remove();
 
     const seen = new Set<string>();
-    runs.forEach((r, i) => {
+    for (const r of runs) {
       seen.add(r.run);
       let li = this.items.get(r.run);
       if (!li) {
@@ -204,8 +204,7 @@ class App {
         this.items.set(r.run, li);
       }
       this.fillItem(li, r);
-      if (this.list.children[i] !== li) this.list.insertBefore(li, this.list.children[i] ?? null);
-    });
+    }
     for (const [name, li] of this.items) {
       if (!seen.has(name)) {
         li.remove();
@@ -258,15 +257,18 @@ class App {
     ]);
   }
 
+  /** Shows the matching runs in server order; the others are detached, not just hidden. */
   private applyFilter(): void {
     const q = this.filter.trim().toLowerCase();
-    let visible = 0;
-    for (const [name, li] of this.items) {
-      const show = q === "" || name.toLowerCase().includes(q);
-      li.hidden = !show;
-      if (show) visible += 1;
-    }
-    this.noMatch.hidden = visible > 0 || this.items.size === 0;
+    const shown = this.runs
+      .map((r) => this.items.get(r.run))
+      .filter((li, i): li is HTMLElement => li !== undefined && (q === "" || (this.runs[i]?.run ?? "").toLowerCase().includes(q)));
+    const keep = new Set(shown);
+    for (const child of Array.from(this.list.children)) if (!keep.has(child as HTMLElement)) child.remove();
+    shown.forEach((li, i) => {
+      if (this.list.children[i] !== li) this.list.insertBefore(li, this.list.children[i] ?? null);
+    });
+    this.noMatch.hidden = shown.length > 0 || this.items.size === 0;
   }
 
   private markSelected(): void {
@@ -280,7 +282,7 @@ class App {
 
   private onListKey(ev: KeyboardEvent): void {
     if (ev.key !== "ArrowDown" && ev.key !== "ArrowUp") return;
-    const buttons = Array.from(this.list.querySelectorAll<HTMLButtonElement>("li:not([hidden]) > button"));
+    const buttons = Array.from(this.list.querySelectorAll<HTMLButtonElement>("li > button"));
     const i = buttons.findIndex((b) => b === document.activeElement);
     if (i < 0) return;
     const next = buttons[ev.key === "ArrowDown" ? i + 1 : i - 1];

@@ -102,16 +102,22 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
     if best > 0 and end >= DIVERGE_FACTOR * best and end - best >= DIVERGE_GIVEBACK * progress:
         onset = int(loss.steps[best_index])
         critical = start > 0 and end >= DIVERGE_CRITICAL_FACTOR * start
+        if best_index == 0:
+            title = f"Loss diverged from the start: {end / best:.3g}x its starting level"
+            detail = f"Training loss ({name}) rose from {best:.4g} at step {onset} to {end:.4g} by the end (step {int(loss.steps[-1])}): it never improved."
+        else:
+            title = f"Loss diverged: rising since step {onset} to {end / best:.3g}x its best"
+            detail = (
+                f"Training loss ({name}) fell from {start:.4g} to {best:.4g} at step {onset}, "
+                f"then rose to {end:.4g} by the end (step {int(loss.steps[-1])})."
+            )
         return [
             Finding(
                 code="loss_divergence",
                 severity=Severity.CRITICAL if critical else Severity.WARNING,
                 step=onset,
-                title=f"Loss diverged: rising since step {onset} to {end / best:.3g}x its best",
-                detail=(
-                    f"Training loss ({name}) fell from {start:.4g} to {best:.4g} at step {onset}, "
-                    f"then rose to {end:.4g} by the end (step {int(loss.steps[-1])})."
-                ),
+                title=title,
+                detail=detail,
                 evidence=Evidence((name,), onset, int(loss.steps[-1])),
                 fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
             )

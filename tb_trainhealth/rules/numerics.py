@@ -89,6 +89,11 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
                 )
             ]
 
+    fixes = FIXES
+    if first_layers and run.layers and first_layers[0] == run.layers[0].name:
+        # The very first layer's gradients went bad first: its input (the data) is the usual suspect.
+        fixes = (FIXES[1], FIXES[0], *FIXES[2:])
+        detail += " The first layer of the model is hit first, which points at the input data."
     return [
         Finding(
             code="nonfinite",
@@ -97,6 +102,6 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at step {onset}",
             detail=detail,
             evidence=Evidence((sig.LOSS, sig.GRAD_NORM), onset, None, first_layers[0] if first_layers else None),
-            fixes=FIXES,
+            fixes=fixes,
         )
     ]
