@@ -13,18 +13,27 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from tb_trainhealth.callback.health_callback import HealthCallback
+    from tb_trainhealth.training import TrainingOOMError, fit
 
-__all__ = ["HealthCallback", "__version__"]
+__all__ = ["HealthCallback", "TrainingOOMError", "__version__", "fit"]
+
+_WRITE_SIDE = {
+    "HealthCallback": "tb_trainhealth.callback.health_callback",
+    "fit": "tb_trainhealth.training",
+    "TrainingOOMError": "tb_trainhealth.training",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "HealthCallback":
+    if name in _WRITE_SIDE:
+        import importlib
+
         try:
-            from tb_trainhealth.callback.health_callback import HealthCallback
+            module = importlib.import_module(_WRITE_SIDE[name])
         except ImportError as err:
             raise ImportError(
-                "HealthCallback needs TensorFlow and Keras 3: pip install 'tb-trainhealth[tf]' "
+                f"{name} needs TensorFlow and Keras 3: pip install 'tb-trainhealth[tf]' "
                 f"(or any tensorflow / tensorflow-cpu / tf-nightly you already use). ({err})"
             ) from err
-        return HealthCallback
+        return getattr(module, name)
     raise AttributeError(f"module 'tb_trainhealth' has no attribute {name!r}")

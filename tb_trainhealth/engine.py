@@ -28,7 +28,6 @@ def diagnose(run: RunSignals, rules: tuple[Rule, ...] = ALL_RULES) -> list[Findi
         except Exception as err:  # a rule bug must not cost the user the other diagnoses
             logger.debug("rule %s failed on run %r", rule.__name__, run.run, exc_info=True)
             run.errors.append(f"rule {rule.__name__} failed: {err}")
-    findings.extend(_recorded_findings(run, {f.key for f in findings}))
     return sorted(findings, key=lambda f: (-f.severity, f.step if f.step is not None else -1, f.code))
 
 
@@ -44,38 +43,3 @@ def training_died_at(run: RunSignals) -> int | None:
         if series is not None and not np.isfinite(series.values).all():
             steps.append(int(series.steps[np.argmax(~np.isfinite(series.values))]))
     return min(steps) if steps else None
-
-
-def _recorded_findings(run: RunSignals, already: set) -> list[Finding]:
-    """Findings recorded as events by the writer (crashes, OOM...) that no rule recomputes."""
-    recorded = []
-    for event in run.events:
-        if event.get("kind") != "finding" or not isinstance(event.get("finding"), dict):
-            continue
-        try:
-            finding = Finding.from_dict(event["finding"])
-        except (KeyError, TypeError, ValueError):
-            run.errors.append(f"unreadable finding event at step {event.get('step')}")
-            continue
-        if finding.key not in already and not _is_online_copy(finding):
-            already.add(finding.key)
-            recorded.append(finding)
-    return recorded
-
-
-def _is_online_copy(finding: Finding) -> bool:
-    """Online findings of rule codes are recomputed offline from the full data; keep only the rest."""
-    return finding.code in RULE_CODES
-
-
-RULE_CODES = frozenset(
-    {
-        "nonfinite",
-        "exploding_gradients",
-        "vanishing_gradients",
-        "loss_divergence",
-        "loss_plateau",
-        "loss_oscillation",
-        "overfitting",
-    }
-)

@@ -37,6 +37,8 @@ OUR_SCALARS = {
     schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
     schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
     schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
+    schema.TAG_HOST_MEMORY_MB: sig.HOST_MEMORY_MB,
+    schema.TAG_DEVICE_MEMORY_MB: sig.DEVICE_MEMORY_MB,
     schema.epoch_tag("loss"): sig.EPOCH_LOSS,
     schema.epoch_tag("val_loss"): sig.EPOCH_VAL_LOSS,
 }

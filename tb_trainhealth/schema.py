@@ -28,6 +28,9 @@ TAG_GRAD_NORM = "health/grad_norm"
 TAG_LEARNING_RATE = "health/learning_rate"
 TAG_STEP_TIME_MS = "health/step_time_ms"
 TAG_NONFINITE_COUNT = "health/nonfinite_count"
+# Sampled every few dozen steps (scalars): host RSS, and device memory where a GPU is present.
+TAG_HOST_MEMORY_MB = "health/memory/host_mb"
+TAG_DEVICE_MEMORY_MB = "health/memory/device_mb"
 # Per-epoch Keras logs (loss, val_loss, accuracy, ...) go to "health/epoch/<key>".
 EPOCH_TAG_PREFIX = "health/epoch/"
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
@@ -26,6 +27,7 @@ from tb_trainhealth.callback.step_probe import (
     StepProbe,
 )
 from tb_trainhealth.findings import Finding, Severity
+from tb_trainhealth.memory import device_memory_mb, host_rss_mb
 from tb_trainhealth.recorder import SignalRecorder
 from tb_trainhealth.signals import Layer
 
@@ -34,6 +36,8 @@ logger = logging.getLogger(__name__)
 # Rows are read back every this many steps: one device->host copy per window
 # instead of one per step (the ring buffer holds twice as many).
 READ_EVERY = 32
+# Crash messages (TensorFlow's can carry whole graphs) are cut to this length.
+MAX_MESSAGE_CHARS = 4000
 
 
 def _guarded(probe: str):
@@ -116,15 +120,19 @@ class HealthCallback(keras.callbacks.Callback):
         self._call_ms: list[float] = []
         self._last_begin: float | None = None
         self._compiling = True
+        self._crashed = False
+        self._epoch = 0
         self._steps_per_call = 1
         self._base_step = 0
         self.findings: list[Finding] = []
+        self.oom_handled_by_caller = False
 
     # -- Keras hooks ----------------------------------------------------------------
     def on_train_begin(self, logs=None):
         self._start()
 
     def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
         self._last_begin = None  # the first interval of an epoch starts at its first batch
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -157,6 +165,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._base_step = int(model.optimizer.iterations.value.numpy())
         self._step = max(self._step, self._base_step)
         self._install_probe()
+        self._wrap_step_functions()
         layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]
         info = {
             "schema": schema.SCHEMA_VERSION,
@@ -173,8 +182,80 @@ class HealthCallback(keras.callbacks.Callback):
         if self._recorder is None:
             self._recorder = SignalRecorder(self.log_dir, layers, info)
         self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
-        self._call_ms, self._last_begin, self._compiling = [], None, True
+        self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
         atexit.register(self._finish)
+
+    @_guarded("crashes")
+    def _wrap_step_functions(self) -> None:
+        """Wrap the compiled train/test functions so an exception that ends training is
+        recorded (and flushed) before it propagates unchanged. Keras has no exception hook."""
+        for attribute, phase in (("train_function", "training"), ("test_function", "validation")):
+            original = getattr(self.model, attribute, None)
+            if original is None or getattr(original, "_trainhealth_crash_guard", False):
+                continue
+
+            def guarded(*args, _original=original, _phase=phase, **kwargs):
+                try:
+                    return _original(*args, **kwargs)
+                except (StopIteration, tf.errors.OutOfRangeError):
+                    raise  # the normal end of an epoch
+                except Exception as err:
+                    self.record_crash(err, phase=_phase)
+                    raise
+
+            guarded._trainhealth_crash_guard = True
+            guarded.__wrapped__ = original
+            setattr(self.model, attribute, guarded)
+
+    def _unwrap_step_functions(self) -> None:
+        for attribute in ("train_function", "test_function"):
+            function = getattr(self.model, attribute, None)
+            if getattr(function, "_trainhealth_crash_guard", False):
+                setattr(self.model, attribute, function.__wrapped__)
+
+    def record_crash(self, error: BaseException, phase: str = "training") -> None:
+        """Record an exception that ends training (type, message, step), flushed at once."""
+        if self._crashed or self._writer is None:
+            return
+        if self.oom_handled_by_caller and isinstance(error, tf.errors.ResourceExhaustedError):
+            self._finish()  # tb_trainhealth.fit records this one as an `oom` event and retries
+            return
+        self._crashed = True
+        try:
+            self._drain()
+            event = {
+                "kind": "crash",
+                "step": self._step + 1,
+                "epoch": self._epoch,
+                "phase": phase,
+                "error_type": type(error).__name__,
+                "message": str(error)[:MAX_MESSAGE_CHARS],
+            }
+            self._pending_events.append(event)
+            self._recorder.add_event(event)
+            self._finish()  # diagnose, write, flush, and give the model back its own step
+        except Exception as err:  # recording must never mask the user's real exception
+            self._disable("crashes", err)
+
+    def record_oom(
+        self, epoch: int, batch_size: int | None, next_batch_size: int | None, memory_mb: float | None
+    ) -> None:
+        """Record one out-of-memory error (used by tb_trainhealth.fit before it retries or gives up)."""
+        if self._writer is None:
+            return
+        event = {
+            "kind": "oom",
+            "step": self._step + 1,
+            "epoch": epoch,
+            "batch_size": batch_size,
+            "next_batch_size": next_batch_size,
+            "memory_mb": memory_mb,
+        }
+        self._pending_events.append(event)
+        self._recorder.add_event(event)
+        self._diagnose()
+        self._write_events()
+        self._writer.flush()
 
     @_guarded("gradients")
     def _install_probe(self) -> None:
@@ -194,6 +275,8 @@ class HealthCallback(keras.callbacks.Callback):
         self._diagnose()
         self._write_events()
         self._uninstall_probe()
+        if self.model is not None:
+            self._unwrap_step_functions()
         if self._writer is not None:
             self._writer.flush()
 
@@ -212,6 +295,7 @@ class HealthCallback(keras.callbacks.Callback):
                 self._probe.uninstall()
             finally:
                 self._probe = None
+                self._wrap_step_functions()  # uninstalling rebuilt the train function
 
     # -- per step ---------------------------------------------------------------------
     def _time_call(self) -> None:
@@ -242,6 +326,19 @@ class HealthCallback(keras.callbacks.Callback):
         self._writer.write_rows(rows.steps, scalars, rows.layer_grad_norm, rows.layer_weight_norm)
         self._record_rows(rows, scalars)
         self._find_nonfinite(rows)
+        self._sample_memory()
+
+    @_guarded("memory")
+    def _sample_memory(self) -> None:
+        """Host RSS (a /proc read) and device memory, once per read-back window: cheap."""
+        readings = {
+            (schema.TAG_HOST_MEMORY_MB, sig.HOST_MEMORY_MB): host_rss_mb(),
+            (schema.TAG_DEVICE_MEMORY_MB, sig.DEVICE_MEMORY_MB): device_memory_mb(),
+        }
+        values = {tags: v for tags, v in readings.items() if v is not None}
+        self._writer.write_scalars(self._step, {tag: v for (tag, _), v in values.items()})
+        for (_, name), value in values.items():
+            self._recorder.add_series(name, np.array([self._step]), np.array([value]))
 
     def _nonfinite_counts(self, rows: Rows) -> np.ndarray:
         """Non-finite gradient elements, plus one for a non-finite loss and per layer with non-finite weights."""

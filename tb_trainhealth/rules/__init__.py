@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tb_trainhealth.findings import Finding
+from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.gradients import (
     check_exploding_gradients,
     check_vanishing_gradients,
@@ -14,6 +15,7 @@ from tb_trainhealth.rules.loss_curve import (
     check_loss_oscillation,
     check_loss_plateau,
 )
+from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
 from tb_trainhealth.signals import RunSignals
@@ -28,4 +30,7 @@ ALL_RULES: tuple[Rule, ...] = (
     check_loss_plateau,
     check_loss_oscillation,
     check_overfitting,
+    check_training_crash,
+    check_oom,
+    check_memory_growth,
 )

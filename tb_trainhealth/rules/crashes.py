@@ -1,0 +1,239 @@
+"""`training_crash` and `oom`: findings from crash and OOM events recorded by the callback.
+
+The write side records what happened (exception type, message, step, batch sizes);
+the category and the fixes are derived here, on the read side, so older logs get
+better advice when the rules improve.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.signals import RunSignals
+
+SHAPE_MISMATCH = "shape mismatch"
+DTYPE = "dtype"
+DATA_LOADING = "data loading"
+OUT_OF_MEMORY = "out of memory"
+NONFINITE_CHECK = "non-finite check"
+OTHER = "other"
+
+# Checked in order; the first category whose type or message pattern matches wins.
+_CATEGORY_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    (
+        OUT_OF_MEMORY,
+        ("ResourceExhaustedError", "MemoryError"),
+        re.compile(r"\bOOM\b|out of memory|ResourceExhausted", re.I),
+    ),
+    (NONFINITE_CHECK, (), re.compile(r"(Tensor had (NaN|Inf) values|check_numerics|CheckNumerics)", re.I)),
+    (
+        DATA_LOADING,
+        ("NotFoundError", "DataLossError", "FileNotFoundError", "PermissionDeniedError"),
+        re.compile(
+            r"No such file|Failed to open|could not find|corrupted record|truncated record|DataLoss|"
+            r"Invalid JPEG|Invalid PNG|Unknown image file format|decode_(jpeg|png|image)|DecodeJpeg|DecodePng|"
+            r"Error in user-defined function passed to|IteratorGetNext|TFRecord",
+            re.I,
+        ),
+    ),
+    (
+        SHAPE_MISMATCH,
+        (),
+        re.compile(
+            r"Incompatible shapes|shapes? .* (are )?incompatible|must have the same (rank|shape)|"
+            r"Dimensions must be equal|expected (axis|shape|ndim|min_ndim)|expected .* to have shape|"
+            r"logits and labels must have the same|must have rank|Shapes .* and .* are incompatible|"
+            r"ndim=\d+, found ndim=\d+|size of the data|cannot reshape|Input to reshape",
+            re.I,
+        ),
+    ),
+    (
+        DTYPE,
+        (),
+        re.compile(
+            r"dtype|DataType|could not convert string to float|Cannot convert .* to EagerTensor|cast string", re.I
+        ),
+    ),
+)
+
+_SHAPE = re.compile(r"\((?:None|\d+)(?:,\s*(?:None|\d+))*,?\)|\[(?:\?|None|\d+)(?:,\s*(?:\?|None|\d+))*\]")
+_FILE = re.compile(
+    r"([\w./\\~-]+\.\w{1,8});? (?:No such file|not found)"
+    r"|(?:No such file or directory|Failed to open|could not find)[^\n]*?([\w./\\~-]+\.\w{1,8})",
+    re.I,
+)
+_OP = re.compile(r"(?:node|Node:|op)\s+'?([A-Za-z0-9_/.-]+)'?", re.I)
+
+
+def classify(error_type: str, message: str) -> str:
+    for category, types, pattern in _CATEGORY_PATTERNS:
+        if error_type in types or pattern.search(message):
+            return category
+    return OTHER
+
+
+def _fixes(category: str, message: str) -> tuple[Fix, ...]:
+    shapes = _SHAPE.findall(message)[:2]
+    if category == SHAPE_MISMATCH:
+        quoted = f" (shapes in the message: {' vs '.join(shapes)})" if shapes else ""
+        return (
+            Fix(
+                f"Compare the model's output shape with the labels' shape{quoted}.",
+                "print(model.output_shape, y_train.shape)",
+            ),
+            Fix(
+                "Integer class labels need a sparse loss; one-hot labels need the categorical one.",
+                "loss = keras.losses.SparseCategoricalCrossentropy()  # y like [3, 0, 2]\n"
+                "loss = keras.losses.CategoricalCrossentropy()        # y like [[0, 0, 0, 1], ...]",
+            ),
+            Fix(
+                "Flatten feature maps before Dense layers, or add the missing axis to the data.",
+                "keras.layers.Flatten()  # or GlobalAveragePooling2D(); x = tf.expand_dims(x, -1)",
+            ),
+            Fix(
+                "For sequence models, return_sequences=True on the last recurrent layer gives one output per "
+                "time step; leave it off for one output per sequence.",
+                "keras.layers.LSTM(64)  # return_sequences=False before a Dense classifier",
+            ),
+        )
+    if category == DTYPE:
+        return (
+            Fix(
+                "Cast inputs and labels to the dtypes the model expects.",
+                "x = x.astype('float32'); y = y.astype('int32')",
+            ),
+            Fix(
+                "Look for strings or objects in the data (e.g. a CSV column read as text).",
+                "print(df.dtypes); df = df.apply(pd.to_numeric, errors='coerce')",
+            ),
+        )
+    if category == DATA_LOADING:
+        files = [name for match in _FILE.findall(message) for name in match if name]
+        where = f" ({files[0]})" if files else ""
+        return (
+            Fix(
+                f"Check that every file the pipeline reads exists and is readable{where}.",
+                "assert all(tf.io.gfile.exists(p) for p in paths)",
+            ),
+            Fix(
+                "Skip records that fail to decode instead of crashing (then count how many were skipped).",
+                "ds = ds.ignore_errors()  # after the map that decodes",
+            ),
+            Fix(
+                "Validate TFRecord files once before training.",
+                "for _ in tf.data.TFRecordDataset(path): pass  # raises DataLossError on a corrupt file",
+            ),
+        )
+    if category == OUT_OF_MEMORY:
+        return OOM_FIXES
+    if category == NONFINITE_CHECK:
+        return (
+            Fix("A check_numerics / TerminateOnNaN guard fired: see the nonfinite finding for where it started."),
+            Fix(
+                "Lower the learning rate and clip gradients.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)"
+            ),
+        )
+    return (Fix("Read the full traceback in the training log; the message below is where it ended."),)
+
+
+OOM_FIXES = (
+    Fix(
+        "Use a smaller batch size, or let tb_trainhealth.fit halve it automatically on OOM.",
+        "history = tb_trainhealth.fit(model, x, y, log_dir='logs/run1', batch_size=256, epochs=10)",
+    ),
+    Fix(
+        "Use mixed precision: activations take half the memory on GPUs.",
+        "keras.mixed_precision.set_global_policy('mixed_float16')",
+    ),
+    Fix(
+        "Accumulate gradients over several small batches to keep the effective batch size.",
+        "keras.optimizers.Adam(learning_rate=1e-3, gradient_accumulation_steps=4)",
+    ),
+    Fix(
+        "Let TensorFlow allocate GPU memory as needed instead of all at once (call before any op).",
+        "for gpu in tf.config.list_physical_devices('GPU'): tf.config.experimental.set_memory_growth(gpu, True)",
+    ),
+)
+
+
+def _events(run: RunSignals, kind: str) -> list[dict[str, Any]]:
+    return [e for e in run.events if e.get("kind") == kind and isinstance(e.get("step"), int)]
+
+
+def _summary_line(message: str) -> str:
+    """The line of a TensorFlow error that says what went wrong: the last one that is not a
+    stack frame, a node annotation or the generic "Graph execution error" header."""
+    lines = [
+        line.strip()
+        for line in message.splitlines()
+        if line.strip() and not line.strip().startswith(("File ", "[[", "Detected at node", "Graph execution error"))
+    ]
+    return lines[-1][:300] if lines else ""
+
+
+def check_training_crash(run: RunSignals) -> list[Finding]:
+    crashes = _events(run, "crash")
+    if not crashes:
+        return []
+    crash = crashes[-1]  # the one that ended the run (earlier ones were retried)
+    error_type, message = str(crash.get("error_type", "Exception")), str(crash.get("message", ""))
+    category = classify(error_type, message)
+    if category == OUT_OF_MEMORY and _events(run, "oom"):
+        return []  # the oom rule tells the whole story, retries included
+    where = f" in {crash['phase']}" if crash.get("phase") else ""
+    first_line = _summary_line(message) or error_type
+    ops = _OP.findall(message)
+    detail = f"{error_type} at step {crash['step']}{where}: {first_line}"
+    if ops:
+        detail += f" (op: {ops[0]})"
+    return [
+        Finding(
+            code="training_crash",
+            severity=Severity.CRITICAL,
+            step=crash["step"],
+            title=f"Training crashed at step {crash['step']}: {category}",
+            detail=detail,
+            evidence=Evidence(("events",), crash["step"], crash["step"]),
+            fixes=_fixes(category, message),
+        )
+    ]
+
+
+def check_oom(run: RunSignals) -> list[Finding]:
+    ooms = _events(run, "oom")
+    if not ooms:
+        return []
+    gave_up = [e for e in ooms if e.get("next_batch_size") is None]
+    first = ooms[0]
+    sizes = " -> ".join(str(e.get("batch_size")) for e in ooms)
+    memory = f"; {first['memory_mb']:.0f} MB in use" if isinstance(first.get("memory_mb"), (int, float)) else ""
+    if gave_up:
+        last = gave_up[-1]
+        return [
+            Finding(
+                code="oom",
+                severity=Severity.CRITICAL,
+                step=last["step"],
+                title=f"Out of memory even at batch size {last.get('batch_size')}: training stopped",
+                detail=f"Out-of-memory at batch sizes {sizes}; the smallest allowed batch size still did not fit{memory}.",
+                evidence=Evidence(("events",), first["step"], last["step"]),
+                fixes=OOM_FIXES[1:] + OOM_FIXES[:1],
+            )
+        ]
+    final = ooms[-1].get("next_batch_size")
+    return [
+        Finding(
+            code="oom",
+            severity=Severity.WARNING,
+            step=first["step"],
+            title=f"Out of memory at batch size {first.get('batch_size')}; training continued at {final}",
+            detail=(
+                f"{len(ooms)} out-of-memory error(s) (batch sizes {sizes}); training resumed at batch size {final} "
+                f"from the epoch that failed{memory}. Smaller batches change the optimisation: consider a lower learning rate."
+            ),
+            evidence=Evidence(("events",), first["step"], ooms[-1]["step"]),
+            fixes=OOM_FIXES,
+        )
+    ]

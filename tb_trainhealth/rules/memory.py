@@ -1,0 +1,88 @@
+"""`memory_growth`: host or device memory climbing steadily through training (a leak)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.signals import RunSignals
+
+MIN_SAMPLES = 8
+# The first part of a run allocates for good (graph tracing, optimizer slots,
+# prefetch buffers): growth is measured after it.
+WARMUP_FRACTION = 0.25
+# A leak: at least this much growth after warm-up, both in MiB and relative to the level...
+MIN_GROWTH_MB = 100.0
+MIN_GROWTH_FRACTION = 0.10
+# ...and steady: memory keeps rising with the step (Spearman rank correlation), not a
+# one-off allocation followed by a flat line.
+MIN_RANK_CORRELATION = 0.9
+
+
+def _rank_correlation(values: np.ndarray) -> float:
+    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable").astype(np.float64)
+    order = np.arange(len(values), dtype=np.float64)
+    if ranks.std() == 0:
+        return 0.0
+    return float(np.corrcoef(order, ranks)[0, 1])
+
+
+def _growth(series: sig.Series) -> tuple[float, float, float, int, int] | None:
+    series = finite_part(series)
+    if len(series) < MIN_SAMPLES:
+        return None
+    start = int(len(series) * WARMUP_FRACTION)
+    steps, values = series.steps[start:], series.values[start:]
+    if len(values) < MIN_SAMPLES // 2:
+        return None
+    first, last = float(np.median(values[:3])), float(np.median(values[-3:]))
+    return first, last, _rank_correlation(values), int(steps[0]), int(steps[-1])
+
+
+def check_memory_growth(run: RunSignals) -> list[Finding]:
+    findings = []
+    for name, label in ((sig.HOST_MEMORY_MB, "Host memory (RSS)"), (sig.DEVICE_MEMORY_MB, "Device memory")):
+        series = run.get(name)
+        measured = _growth(series) if series is not None else None
+        if measured is None:
+            continue
+        first, last, correlation, start_step, end_step = measured
+        grown = last - first
+        if grown < MIN_GROWTH_MB or grown < MIN_GROWTH_FRACTION * first or correlation < MIN_RANK_CORRELATION:
+            continue
+        per_1k = grown / max(end_step - start_step, 1) * 1000
+        findings.append(
+            Finding(
+                code="memory_growth",
+                severity=Severity.WARNING,
+                step=start_step,
+                title=f"{label} grows steadily: +{grown:.0f} MiB since step {start_step}",
+                detail=(
+                    f"{label} rose from {first:.0f} MiB (step {start_step}, after warm-up) to {last:.0f} MiB "
+                    f"(step {end_step}), about {per_1k:.0f} MiB per 1000 steps, almost monotonically "
+                    f"(rank correlation {correlation:.2f}). At this rate the run will run out of memory."
+                ),
+                evidence=Evidence((name,), start_step, end_step),
+                fixes=(
+                    Fix(
+                        "Don't keep tensors (or losses) from every step in Python lists; keep floats.",
+                        "losses.append(float(logs['loss']))  # not the tensor",
+                    ),
+                    Fix(
+                        "Building models in a loop? Free the old graphs between them.",
+                        "keras.backend.clear_session(); gc.collect()",
+                    ),
+                    Fix(
+                        "Don't create new tf.function/tf.Variable objects per step (each traces a new graph).",
+                        "step_fn = tf.function(step)  # once, outside the loop",
+                    ),
+                    Fix(
+                        "On GPUs, let TensorFlow grow its memory pool instead of reserving it all.",
+                        "for gpu in tf.config.list_physical_devices('GPU'): tf.config.experimental.set_memory_growth(gpu, True)",
+                    ),
+                ),
+            )
+        )
+    return findings

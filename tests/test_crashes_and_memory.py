@@ -1,0 +1,138 @@
+"""Real OOMs, real crashes and a real leak: each recorded, explained, and the original error kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT, diagnose_logdir, read_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.findings import Severity
+
+
+def run_python(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def cli_json(logdir: str) -> dict:
+    proc = run_python("-m", "tb_trainhealth.cli", "diagnose", logdir, "--json")
+    return {r["run"]: r for r in json.loads(proc.stdout)["runs"]}
+
+
+def test_real_oom_is_retried_at_smaller_batches_and_training_finishes(tmp_path):
+    proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "256")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "EPOCHS 2" in proc.stdout  # both epochs completed, at a smaller batch size
+    run = read_logdir(str(tmp_path))["run"]
+    ooms = [e for e in run.events if e["kind"] == "oom"]
+    assert ooms, "no oom event recorded"
+    assert [e["batch_size"] for e in ooms] == [8192 // 2**i for i in range(len(ooms))]
+    assert [e["next_batch_size"] for e in ooms] == [8192 // 2 ** (i + 1) for i in range(len(ooms))]
+    steps = run.series["loss"].steps
+    assert np.all(np.diff(steps) == 1) and steps[0] == 1  # monotonic, nothing written twice or lost
+    (finding,) = [f for f in cli_json(str(tmp_path))["run"]["findings"] if f["code"] == "oom"]
+    assert finding["severity"] == "warning" and "8192" in finding["title"]
+
+
+def test_oom_at_every_batch_size_records_critical_finding_and_raises(tmp_path):
+    proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "4096")
+    assert proc.returncode != 0
+    assert "TrainingOOMError: out of memory at every batch size down to 4096" in proc.stderr
+    (finding,) = [f for f in cli_json(str(tmp_path))["run"]["findings"] if f["code"] == "oom"]
+    assert finding["severity"] == "critical"
+
+
+CRASH_SCRIPT = """
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+sys.path.insert(0, {root!r})
+import numpy as np, keras, tensorflow as tf
+from tb_trainhealth import HealthCallback
+x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+callbacks = [HealthCallback({log_dir!r})]
+{body}
+"""
+CRASHES = {
+    "shape mismatch": (
+        'model.compile("adam", "mse")\nmodel.fit(x, np.zeros((256, 3), "float32"), callbacks=callbacks, verbose=0)',
+        "ValueError",
+        "[32,3]",
+    ),
+    "dtype": (
+        'model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+        'model.fit(tf.data.Dataset.from_tensor_slices((x, np.array(["a"] * 256))).batch(32), callbacks=callbacks, verbose=0)',
+        "UnimplementedError",
+        "Cast string to float",
+    ),
+    "data loading": (
+        'model.compile("adam", "mse")\n'
+        'ds = tf.data.Dataset.from_tensor_slices(["/nonexistent/part-0001.csv"]).interleave(tf.data.TextLineDataset)\n'
+        "ds = ds.map(lambda l: (tf.strings.to_number(tf.strings.split(l, ',')[:8]), tf.zeros([4]))).batch(32)\n"
+        "model.fit(ds, callbacks=callbacks, verbose=0)",
+        "NotFoundError",
+        "/nonexistent/part-0001.csv",
+    ),
+}
+
+
+@pytest.mark.parametrize("category", list(CRASHES))
+def test_crash_is_recorded_categorised_and_the_original_error_propagates(tmp_path, category):
+    body, error_type, evidence = CRASHES[category]
+    script = CRASH_SCRIPT.format(root=ROOT, log_dir=str(tmp_path / "run"), body=body)
+    proc = run_python("-c", script, timeout=120)
+    assert proc.returncode != 0 and error_type in proc.stderr  # the user's exception, unchanged
+    run = cli_json(str(tmp_path))["run"]  # read after the process died
+    (finding,) = [f for f in run["findings"] if f["code"] == "training_crash"]
+    assert finding["severity"] == "critical" and finding["title"].endswith(category)
+    assert evidence in finding["detail"] + " ".join(f["text"] for f in finding["fixes"])
+    assert finding["fixes"] and finding["step"] >= 1
+
+
+class KeepsEveryBatch(keras.callbacks.Callback):
+    """The classic leak: a tensor from every step kept in a Python list."""
+
+    def __init__(self, leak: bool):
+        super().__init__()
+        self.leak, self.kept = leak, []
+
+    def on_train_batch_end(self, batch, logs=None):
+        tensor = tf.random.normal([512, 1024])  # 2 MiB
+        if self.leak:
+            self.kept.append(tensor + 1.0)
+
+
+@pytest.mark.parametrize("leak", [True, False], ids=["leaky", "healthy-twin"])
+def test_memory_growth_found_on_a_leak_and_not_on_its_healthy_twin(tmp_path, leak):
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(4096, 8)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keeper = KeepsEveryBatch(leak)
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run")), keeper])
+    findings = diagnose_logdir(str(tmp_path))["run"]
+    growth = [f for f in findings if f.code == "memory_growth"]
+    assert bool(growth) == leak, [f.title for f in findings]
+    if leak:
+        assert growth[0].severity == Severity.WARNING and "MiB" in growth[0].title
+    assert not [f for f in findings if f.severity >= Severity.WARNING and f.code != "memory_growth"]
+
+
+def test_plain_fit_crash_inside_the_step_is_recorded_in_process(tmp_path):
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+    model.compile("adam", "mse")
+    x = np.zeros((64, 8), "float32")
+    with pytest.raises(ValueError, match="Dimensions must be equal"):
+        model.fit(x, np.zeros((64, 3), "float32"), verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
+    events = read_logdir(str(tmp_path))["run"].events
+    assert [e["error_type"] for e in events if e["kind"] == "crash"] == ["ValueError"]
+    assert "apply" not in model.optimizer.__dict__  # the optimizer is given back unwrapped
+    assert not getattr(model.train_function, "_trainhealth_crash_guard", False)
