@@ -72,11 +72,13 @@ class RunGroup:
     members: dict[str, str]  # role ("main", "train", "validation") -> TensorBoard run name
 
 
-def group_runs(run_names: list[str]) -> list[RunGroup]:
+def group_runs(run_names: list[str], standalone: frozenset[str] = frozenset()) -> list[RunGroup]:
+    """Group Keras' `train`/`validation` sub-runs under their parent; runs in `standalone`
+    (written by HealthCallback, even into a directory named `train`) stay runs of their own."""
     groups: dict[str, dict[str, str]] = {}
     for run in run_names:
         parent, base = posixpath.split(run) if run != "." else ("", run)
-        if base in KERAS_SUBRUNS:
+        if base in KERAS_SUBRUNS and run not in standalone:
             groups.setdefault(parent or ".", {})[base] = run
         else:
             groups.setdefault(run, {})["main"] = run
@@ -109,8 +111,9 @@ class SignalReader:
         self._ours_tensors = self._provider.list_tensors(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
         self._ours_records = self._provider.list_tensors(self._ctx, plugin_name=schema.RECORDS_PLUGIN_NAME, **kwargs)
         self._plain_scalars = self._provider.list_scalars(self._ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
-        names = set(self._ours_scalars) | set(self._ours_tensors) | set(self._ours_records) | set(self._plain_scalars)
-        return [g for g in group_runs(sorted(names)) if self._relevant(g)]
+        ours = frozenset(self._ours_scalars) | frozenset(self._ours_tensors) | frozenset(self._ours_records)
+        names = ours | set(self._plain_scalars)
+        return [g for g in group_runs(sorted(names), standalone=ours) if self._relevant(g)]
 
     def _relevant(self, group: RunGroup) -> bool:
         """Runs with our data or with a loss curve; other tools' runs are not ours to judge."""

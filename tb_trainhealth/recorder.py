@@ -33,6 +33,12 @@ class SignalRecorder:
         self._layer_series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._events: list[dict[str, Any]] = []
 
+    def set_layers(self, layers: list[Layer], info: dict[str, Any]) -> None:
+        """A new fit may train another set of layers (unfrozen, rebuilt): restart the per-layer series."""
+        if [layer.name for layer in layers] != [layer.name for layer in self._layers]:
+            self._layer_series.clear()
+        self._layers, self._info = layers, info
+
     def _append(self, store: dict, name: str, steps: np.ndarray, values: np.ndarray) -> None:
         old_steps, old_values = store.get(name, (steps[:0], values[:0]))
         merged = (np.concatenate([old_steps, steps]), np.concatenate([old_values, values]))

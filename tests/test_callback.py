@@ -36,7 +36,7 @@ def test_first_step_values_equal_a_hand_computed_reference(tmp_path):
     model = tiny_model()
     x, y = data()
     with tf.GradientTape() as tape:
-        loss = model.compiled_loss if False else model.loss(y, model(x, training=True))
+        loss = model.loss(y, model(x, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
     expected_layers = [
         np.sqrt(sum(float(tf.reduce_sum(g**2)) for g, v in zip(grads, model.trainable_variables) if layer in v.path))
@@ -127,3 +127,44 @@ def test_events_survive_a_crash_after_the_nan(tmp_path):
     run = read_logdir(str(tmp_path))["r"]
     nonfinite = [e for e in run.events if e["kind"] == "nonfinite"]
     assert nonfinite and min(e["step"] for e in nonfinite) == 4
+
+
+def test_embedding_gradient_norm_sums_duplicate_rows(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((6,), dtype="int32"),
+            keras.layers.Embedding(50, 4, name="emb"),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(1, name="out"),
+        ]
+    )
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.MeanSquaredError())
+    x = np.array([[1, 1, 1, 2, 2, 3]] * 8, dtype="int32")  # repeated ids: duplicate sparse rows
+    y = np.ones((8, 1), "float32")
+    with tf.GradientTape() as tape:
+        loss = model.loss(y, model(x, training=True))
+    (emb_grad,) = [
+        g for g, v in zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables) if "emb" in v.path
+    ]
+    expected = float(tf.norm(tf.convert_to_tensor(emb_grad)))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"))])
+    run = read_logdir(str(tmp_path))["r"]
+    assert run.layer_series[sig.LAYER_GRAD_NORM].values[0][0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_new_optimizer_between_fits_keeps_steps_increasing(tmp_path):
+    """Fine-tuning: freeze, fit, unfreeze, compile a new optimizer, fit again with the same callback."""
+    model = tiny_model()
+    x, y = data(160)
+    callback = HealthCallback(str(tmp_path / "r"), verbose=False)
+    model.get_layer("hidden").trainable = False
+    model.compile(keras.optimizers.SGD(0.1), model.loss)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[callback])  # 10 steps
+    model.get_layer("hidden").trainable = True
+    model.compile(keras.optimizers.Adam(1e-3), model.loss)  # iterations back at 0
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[callback])  # 20 more
+    run = read_logdir(str(tmp_path))["r"]
+    np.testing.assert_array_equal(run.series[sig.LOSS].steps, np.arange(1, 31))
+    np.testing.assert_array_equal(run.series[sig.EPOCH_LOSS].steps, [10, 20, 30])
+    assert [layer.name for layer in run.layers] == ["hidden", "out"]

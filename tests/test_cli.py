@@ -117,3 +117,11 @@ def test_keras_tensorboard_and_health_callback_share_one_run(tmp_path):
     assert name == "run1" and others == []
     assert run.has_health_data and len(run.series["loss"]) == 30  # Keras' record_if did not gate our writes
     assert len(run.series["epoch_val_loss"]) == 3
+
+
+def test_health_run_in_a_directory_named_train_is_its_own_run(tmp_path):
+    from conftest import read_logdir
+
+    scenarios.loss_plateau(str(tmp_path / "train"))
+    runs = read_logdir(str(tmp_path))
+    assert list(runs) == ["train"] and runs["train"].has_health_data

@@ -86,6 +86,7 @@ def test_bundle_is_served_as_javascript(client):
         ("/series?run=nan_input&names=loss&points=abc", 400),
         ("/series?run=nan_input&names=loss&points=-5", 400),
         ("/series?run=nan_input&names=loss&points=99999999999999999999", 400),
+        ("/series?run=nan_input&names=loss&points=%C2%B2", 400),  # '²' passes str.isdigit()
         ("/series?run=nan_input&names=not_a_series", 400),
         ("/series?run=nan_input", 400),
         ("/runs?x=%FF%FE", 400),

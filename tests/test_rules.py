@@ -160,3 +160,20 @@ def test_steady_rise_is_divergence_not_oscillation():
     loss = healthy_loss(4000)
     loss[2000:] *= np.exp(np.linspace(0, 5, 2000))
     assert codes(run_with(loss=loss)) == {"loss_divergence"}
+
+
+def test_learning_rate_warmup_is_not_divergence_or_plateau():
+    """Warm-up raises (or holds) the loss on purpose; the rules judge what follows it."""
+    n = 3000
+    lr = np.minimum(np.arange(1, n + 1) / 500, 1.0) * 1e-3
+    loss = healthy_loss(n)
+    loss[:500] = (2.3 + np.linspace(0, 4.0, 500)) * np.exp(0.05 * RNG.normal(size=500))  # rises during warm-up
+    assert codes(run_with(loss=loss, learning_rate=lr)) == set()
+    # Online, mid-warm-up: the same rise is divergence unless the learning rate explains it.
+    assert codes(run_with(loss=loss[:400], learning_rate=lr[:400])) == set()
+    assert "loss_divergence" in codes(run_with(loss=loss[:400]))
+
+
+def test_fine_tune_gradient_growth_from_tiny_norms_is_not_exploding():
+    norms = np.concatenate([np.full(100, 1e-6), np.full(900, 1e-2)]) * np.exp(0.1 * RNG.normal(size=1000))
+    assert check_exploding_gradients(run_with(grad_norm=norms)) == []

@@ -141,8 +141,7 @@ class HealthCallback(keras.callbacks.Callback):
         if self._calls_since_read * self._steps_per_call >= READ_EVERY:
             self._calls_since_read = 0
             self._drain()
-            if self._step - self._last_diagnosed_step >= self.diagnose_every:
-                self._diagnose()
+            self._maybe_diagnose()
             self._write_events()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -151,7 +150,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._last_begin = None
         self._drain()
         self._record_epoch(epoch, logs or {})
-        self._diagnose()
+        self._maybe_diagnose()
         self._write_events()
 
     def on_train_end(self, logs=None):
@@ -162,8 +161,11 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
-        self._base_step = int(model.optimizer.iterations.value.numpy())
-        self._step = max(self._step, self._base_step)
+        # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
+        # in between, e.g. freeze / fit / unfreeze / compile / fit.
+        iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
+        self._base_step = max(iterations, self._step)
+        self._step = self._base_step
         self._install_probe()
         self._wrap_step_functions()
         layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]
@@ -181,6 +183,7 @@ class HealthCallback(keras.callbacks.Callback):
             self._writer = HealthWriter(self.log_dir)
         if self._recorder is None:
             self._recorder = SignalRecorder(self.log_dir, layers, info)
+        self._recorder.set_layers(layers, info)
         self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
         self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
         atexit.register(self._finish)
@@ -415,6 +418,13 @@ class HealthCallback(keras.callbacks.Callback):
                 self._recorder.add_series(name, np.array([step]), np.array([values[key]]))
 
     # -- online diagnosis ---------------------------------------------------------------
+    def _maybe_diagnose(self) -> None:
+        """Every diagnose_every steps (epochs can be a handful of steps: the rules must not
+        show in the step time), and at once when a NaN/Inf was just found."""
+        urgent = any(e["kind"] == "nonfinite" for e in self._pending_events)
+        if urgent or self._step - self._last_diagnosed_step >= self.diagnose_every:
+            self._diagnose()
+
     @_guarded("diagnosis")
     def _diagnose(self) -> None:
         if self._recorder is None:

@@ -9,6 +9,7 @@ back). Events are flushed at once, so they survive the process dying.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -81,7 +82,8 @@ class HealthWriter:
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed at once."""
         with self._writer.as_default(), tf.summary.record_if(True):
-            tf.summary.write(tag, tf.constant(json.dumps(payload)), step=step, metadata=self._record_metadata)
+            text = json.dumps(_finite_json(payload), allow_nan=False)
+            tf.summary.write(tag, tf.constant(text), step=step, metadata=self._record_metadata)
         self._writer.flush()
 
     def flush(self) -> None:
@@ -89,3 +91,14 @@ class HealthWriter:
 
     def close(self) -> None:
         self._writer.close()
+
+
+def _finite_json(value: Any) -> Any:
+    """NaN/Inf become null: records must stay strict JSON for every reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_json(v) for v in value]
+    return value

@@ -29,6 +29,13 @@ COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE = range(4)
 FIXED_COLUMNS = 4
 
 
+def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
+    """The touched rows of a sparse (embedding) gradient with duplicate indices summed,
+    so its norm is the norm of the gradient actually applied; never the full table."""
+    unique, positions = tf.unique(grad.indices)
+    return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerLayout:
     names: list[str]
@@ -150,8 +157,7 @@ class StepProbe:
             weight_terms[index].append(tf.nn.l2_loss(tf.cast(variable.value, tf.float32)))
             if grad is None:
                 continue
-            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-            values = tf.cast(values, tf.float32)
+            values = tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32)
             grad_values.append((index, values))
             grad_terms[index].append(tf.nn.l2_loss(values))
         grad_sumsq = 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in grad_terms]) / (scale * scale)

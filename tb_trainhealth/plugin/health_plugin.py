@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -221,7 +222,7 @@ def _int_param(request, name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or not low <= int(raw) <= high:
         raise BadRequest(f"{name} must be an integer from {low} to {high}")
     return int(raw)
 

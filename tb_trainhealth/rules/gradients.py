@@ -22,6 +22,9 @@ MIN_POINTS = 10
 # the growth passes EXPLODE_ONSET_RATIO.
 EXPLODE_RATIO = 1e3
 EXPLODE_ONSET_RATIO = 10.0
+# ...and ends above this absolute norm: a fine-tune whose norms rise from 1e-6 to 1e-2
+# has grown 1e4x without anything exploding.
+EXPLODE_MIN_PEAK = 1.0
 # Critical when growth reaches float overflow territory.
 EXPLODE_CRITICAL_RATIO = 1e6
 
@@ -51,7 +54,7 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
     start = head_level(smooth)
     ratio = float(smooth.max() / start)
     overflowed = len(norms) < len(series) and not np.isfinite(series.values[-1])
-    if ratio < EXPLODE_RATIO:
+    if ratio < EXPLODE_RATIO or smooth.max() < EXPLODE_MIN_PEAK:
         return []
     onset_index = int(np.argmax(smooth > start * EXPLODE_ONSET_RATIO))
     onset = int(steps[onset_index])

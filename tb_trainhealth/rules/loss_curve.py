@@ -21,9 +21,12 @@ from tb_trainhealth.rules.series_math import (
     rolling_median,
     smoothing_window,
     tail_level,
+    trailing_median,
 )
 from tb_trainhealth.signals import RunSignals, Series
 
+# A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
+WARMUP_LR_RATIO = 0.5
 # Fewest points a loss curve needs before a shape can be called (per step / per epoch).
 MIN_STEP_POINTS = 20
 MIN_EPOCH_POINTS = 4
@@ -70,7 +73,10 @@ CLIP_FIX = Fix(
 
 
 def training_loss(run: RunSignals) -> tuple[str, Series] | None:
-    """The best available training-loss curve: per-step, else per-epoch, else Keras' batch means."""
+    """The best available training-loss curve (per-step, else per-epoch, else Keras' batch
+    means), from the end of any learning-rate warm-up on: a warm-up may raise the loss or
+    hold it flat on purpose."""
+    warmup_end = _warmup_end(run)
     for name, minimum in (
         (sig.LOSS, MIN_STEP_POINTS),
         (sig.EPOCH_LOSS, MIN_EPOCH_POINTS),
@@ -79,9 +85,22 @@ def training_loss(run: RunSignals) -> tuple[str, Series] | None:
         series = run.get(name)
         if series is not None:
             finite = finite_part(series)
+            keep = finite.steps >= warmup_end
+            finite = Series(finite.steps[keep], finite.values[keep])
             if len(finite) >= minimum:
                 return name, finite
     return None
+
+
+def _warmup_end(run: RunSignals) -> int:
+    """Step where a rising learning rate (warm-up) first reaches its peak; 0 without warm-up."""
+    lr = run.get(sig.LEARNING_RATE)
+    if lr is None:
+        return 0
+    lr = finite_part(lr)
+    if len(lr) < 2 or lr.values.max() <= 0 or lr.values[0] >= WARMUP_LR_RATIO * lr.values.max():
+        return 0
+    return int(lr.steps[int(np.argmax(lr.values >= lr.values.max() * (1 - 1e-6)))])
 
 
 def _is_noisy(name: str) -> bool:
@@ -129,9 +148,9 @@ def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
     if start <= 0 or len(loss) < MIN_STEP_POINTS:
         return []
     window = smoothing_window(len(loss)) * 2 + 1
-    # Each point against the median of the points just before it (at least MIN_NOISY_WINDOW).
+    # Each point against the median of the `window` points just before it (at least MIN_NOISY_WINDOW).
     first = MIN_NOISY_WINDOW
-    trailing = np.array([np.median(loss.values[max(0, i - window) : i]) for i in range(first, len(loss))])
+    trailing = trailing_median(loss.values, window)[first:]
     values = loss.values[first:]
     spikes = (values > SPIKE_FACTOR * np.maximum(trailing, 0)) & (values > start) & (trailing > 0)
     if not spikes.any():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from tb_trainhealth.signals import Series
@@ -30,6 +32,22 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
 # Per-step losses carry minibatch noise; a rolling median over at least this many
 # points removes single lucky/unlucky batches. Per-epoch means are already smooth.
 MIN_NOISY_WINDOW = 5
+
+
+def trailing_median(values: np.ndarray, window: int) -> np.ndarray:
+    """out[i] = median of the (up to) `window` points before i; NaN for i = 0. Vectorised."""
+    n = len(values)
+    out = np.full(n, np.nan)
+    if n < 2 or window < 1:
+        return out
+    padded = np.concatenate([np.full(window, np.nan), values.astype(np.float64)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, window)[:n]  # windows[i] = values[i-window:i]
+    full = min(window, n)
+    with warnings.catch_warnings():  # all-NaN windows only happen for i = 0, which is skipped
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out[1:full] = np.nanmedian(windows[1:full], axis=1)
+    out[full:] = np.median(windows[full:], axis=1)
+    return out
 
 
 def smoothing_window(n: int, noisy: bool = True) -> int:
