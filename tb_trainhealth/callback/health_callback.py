@@ -36,6 +36,17 @@ logger = logging.getLogger(__name__)
 # Rows are read back every this many steps: one device->host copy per window
 # instead of one per step (the ring buffer holds twice as many).
 READ_EVERY = 32
+# Per-layer weight norms change slowly: written on every this-many-th step.
+WEIGHT_NORM_EVERY = 10
+SERIES_OF_TAG = {
+    schema.TAG_LOSS: sig.LOSS,
+    schema.TAG_GRAD_NORM: sig.GRAD_NORM,
+    schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
+    schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
+    schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
+    schema.TAG_HOST_MEMORY_MB: sig.HOST_MEMORY_MB,
+    schema.TAG_DEVICE_MEMORY_MB: sig.DEVICE_MEMORY_MB,
+}
 # Crash messages (TensorFlow's can carry whole graphs) are cut to this length.
 MAX_MESSAGE_CHARS = 4000
 
@@ -318,30 +329,46 @@ class HealthCallback(keras.callbacks.Callback):
             return
         step_ms = self._step_times(len(rows.steps))
         self._step = int(rows.steps[-1])
-        scalars = {
-            schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM),
-            schema.TAG_LEARNING_RATE: rows.column(COL_LR),
-            schema.TAG_NONFINITE_COUNT: self._nonfinite_counts(rows),
-            schema.TAG_STEP_TIME_MS: step_ms,
-        }
+        dense = {schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM)}
         if self._probe.loss_captured:
-            scalars[schema.TAG_LOSS] = rows.column(COL_LOSS)
-        self._writer.write_rows(rows.steps, scalars, rows.layer_grad_norm, rows.layer_weight_norm)
-        self._record_rows(rows, scalars)
-        self._find_nonfinite(rows)
-        self._sample_memory()
-
-    @_guarded("memory")
-    def _sample_memory(self) -> None:
-        """Host RSS (a /proc read) and device memory, once per read-back window: cheap."""
-        readings = {
-            (schema.TAG_HOST_MEMORY_MB, sig.HOST_MEMORY_MB): host_rss_mb(),
-            (schema.TAG_DEVICE_MEMORY_MB, sig.DEVICE_MEMORY_MB): device_memory_mb(),
+            dense[schema.TAG_LOSS] = rows.column(COL_LOSS)
+        lr = rows.column(COL_LR).copy()
+        lr[1:][lr[1:] == lr[:-1]] = np.nan  # only where it changes (and once per window)
+        counts = self._nonfinite_counts(rows)
+        sparse = {
+            schema.TAG_LEARNING_RATE: lr,
+            schema.TAG_NONFINITE_COUNT: np.where(counts > 0, counts, np.nan),
+            schema.TAG_STEP_TIME_MS: step_ms,
+            **self._memory_columns(len(rows.steps)),
         }
-        values = {tags: v for tags, v in readings.items() if v is not None}
-        self._writer.write_scalars(self._step, {tag: v for (tag, _), v in values.items()})
-        for (_, name), value in values.items():
-            self._recorder.add_series(name, np.array([self._step]), np.array([value]))
+        weight_rows = rows.steps % WEIGHT_NORM_EVERY == 0
+        weight_rows[-1] = True  # and the latest weights of every window
+        self._writer.write_rows(rows.steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows)
+        for tag, values in {**dense, **sparse}.items():
+            keep = np.isfinite(values) if tag in sparse else slice(None)
+            self._recorder.add_series(SERIES_OF_TAG[tag], rows.steps[keep], values[keep])
+        self._recorder.add_layer_series(sig.LAYER_GRAD_NORM, rows.steps, rows.layer_grad_norm)
+        self._recorder.add_layer_series(
+            sig.LAYER_WEIGHT_NORM, rows.steps[weight_rows], rows.layer_weight_norm[weight_rows]
+        )
+        self._find_nonfinite(rows)
+
+    def _memory_columns(self, num_rows: int) -> dict[str, np.ndarray]:
+        """Host RSS (a /proc read) and device memory, sampled once per read-back window."""
+        columns = {}
+        if "memory" in self._disabled:
+            return columns
+        try:
+            readings = {schema.TAG_HOST_MEMORY_MB: host_rss_mb(), schema.TAG_DEVICE_MEMORY_MB: device_memory_mb()}
+        except Exception as err:
+            self._disable("memory", err)
+            return columns
+        for tag, value in readings.items():
+            if value is not None:
+                column = np.full(num_rows, np.nan)
+                column[-1] = value
+                columns[tag] = column
+        return columns
 
     def _nonfinite_counts(self, rows: Rows) -> np.ndarray:
         """Non-finite gradient elements, plus one for a non-finite loss and per layer with non-finite weights."""
@@ -359,19 +386,6 @@ class HealthCallback(keras.callbacks.Callback):
         count = min(num_rows, len(per_step))
         out[num_rows - count :] = per_step[len(per_step) - count :]
         return out
-
-    def _record_rows(self, rows: Rows, scalars: dict[str, np.ndarray]) -> None:
-        names = {
-            schema.TAG_LOSS: sig.LOSS,
-            schema.TAG_GRAD_NORM: sig.GRAD_NORM,
-            schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
-            schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
-            schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
-        }
-        for tag, values in scalars.items():
-            self._recorder.add_series(names[tag], rows.steps, values)
-        self._recorder.add_layer_series(sig.LAYER_GRAD_NORM, rows.steps, rows.layer_grad_norm)
-        self._recorder.add_layer_series(sig.LAYER_WEIGHT_NORM, rows.steps, rows.layer_weight_norm)
 
     def _find_nonfinite(self, rows: Rows) -> None:
         names = self._probe.layout.names
@@ -411,8 +425,8 @@ class HealthCallback(keras.callbacks.Callback):
         if not values or self._writer is None:
             return
         step = self._step
-        self._writer.write_scalars(step, {schema.epoch_tag(key): v for key, v in values.items()})
-        self._writer.write_scalars(step, {schema.epoch_tag("epoch"): float(epoch + 1)})
+        epoch_values = {schema.epoch_tag(key): v for key, v in values.items()}
+        self._writer.write_scalars(step, {**epoch_values, schema.epoch_tag("epoch"): float(epoch + 1)})
         for key, name in (("loss", sig.EPOCH_LOSS), ("val_loss", sig.EPOCH_VAL_LOSS)):
             if key in values:
                 self._recorder.add_series(name, np.array([step]), np.array([values[key]]))

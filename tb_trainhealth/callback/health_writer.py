@@ -30,44 +30,57 @@ class HealthWriter:
         self._record_metadata = schema.record_metadata().SerializeToString()
         self._row_writers: dict[tuple[str, ...], Any] = {}
 
-    def _row_writer(self, scalar_tags: tuple[str, ...]):
-        """A graph function writing many rows per call: eager summary ops cost ~0.1 ms each."""
-        if scalar_tags in self._row_writers:
-            return self._row_writers[scalar_tags]
+    def _row_writer(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...]):
+        """A graph function writing many rows per call: eager summary ops cost ~0.1 ms each.
+
+        Dense columns are written every row; sparse ones (learning rate, step time, memory,
+        non-finite counts) only where the host left a finite value, and per-layer weight
+        norms only on sampled rows: fewer records, same information.
+        """
+        key = (dense_tags, sparse_tags)
+        if key in self._row_writers:
+            return self._row_writers[key]
         scalar_metadata, tensor_metadata = self._scalar_metadata, self._tensor_metadata
 
         @tf.function(reduce_retracing=True)
-        def write(steps, scalars, layer_grad_norm, layer_weight_norm):
+        def write(steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows):
             with tf.summary.record_if(True):
                 for i in tf.range(tf.shape(steps)[0]):
                     step = steps[i]
-                    for j, tag in enumerate(scalar_tags):
-                        if tag != schema.TAG_STEP_TIME_MS or tf.math.is_finite(scalars[i, j]):
-                            tf.summary.write(tag, scalars[i, j], step=step, metadata=scalar_metadata)
+                    for j, tag in enumerate(dense_tags):
+                        tf.summary.write(tag, dense[i, j], step=step, metadata=scalar_metadata)
+                    for j, tag in enumerate(sparse_tags):
+                        if tf.math.is_finite(sparse[i, j]):
+                            tf.summary.write(tag, sparse[i, j], step=step, metadata=scalar_metadata)
                     tf.summary.write(
                         schema.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step=step, metadata=tensor_metadata
                     )
-                    tf.summary.write(
-                        schema.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
-                    )
+                    if weight_rows[i]:
+                        tf.summary.write(
+                            schema.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
+                        )
 
-        self._row_writers[scalar_tags] = write
+        self._row_writers[key] = write
         return write
 
     def write_rows(
         self,
         steps: np.ndarray,
-        scalars: dict[str, np.ndarray],
+        dense: dict[str, np.ndarray],
+        sparse: dict[str, np.ndarray],
         layer_grad_norm: np.ndarray,
         layer_weight_norm: np.ndarray,
+        weight_rows: np.ndarray,
     ) -> None:
-        tags = tuple(scalars)
+        dense_tags, sparse_tags = tuple(dense), tuple(sparse)
         with self._writer.as_default():
-            self._row_writer(tags)(
+            self._row_writer(dense_tags, sparse_tags)(
                 tf.constant(steps, tf.int64),
-                tf.constant(np.stack([scalars[t] for t in tags], axis=1), tf.float32),
+                tf.constant(np.stack([dense[t] for t in dense_tags], axis=1), tf.float32),
+                tf.constant(np.stack([sparse[t] for t in sparse_tags], axis=1), tf.float32),
                 tf.constant(layer_grad_norm, tf.float32),
                 tf.constant(layer_weight_norm, tf.float32),
+                tf.constant(weight_rows, tf.bool),
             )
 
     def write_scalars(self, step: int, values: dict[str, float]) -> None:

@@ -74,9 +74,10 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
     if first_layers:
         detail += f" Gradients went non-finite first in layer(s): {', '.join(first_layers[:5])}."
 
-    skipped = run.get(sig.NONFINITE_COUNT)
-    if run.info.get("loss_scale") and set(hits) == {"gradients"} and skipped is not None:
-        share = float(np.mean(skipped.values > 0))
+    skipped = run.get(sig.NONFINITE_COUNT)  # written only on steps with hits
+    steps = run.get(sig.GRAD_NORM)
+    if run.info.get("loss_scale") and set(hits) == {"gradients"} and skipped is not None and steps is not None:
+        share = float(np.sum(skipped.values > 0)) / max(len(steps), 1)
         if share <= LOSS_SCALE_SKIP_SHARE:
             return [
                 Finding(
