@@ -1,4 +1,5 @@
-"""Writes the demo logdir: one healthy run per model family and one run per training problem.
+"""Writes the demo logdir: one healthy run per model family, one run per training problem,
+a crash, and a run that survives out-of-memory errors with tb_trainhealth.fit.
 
 Usage: python demo/make_demo_logs.py [LOGDIR]   (default: demo_logs; about a minute on 2 cores)
 Then:  tb-trainhealth diagnose demo_logs
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 
@@ -25,6 +27,13 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         scenario.train(run_dir)
         print(f"{scenario.name:22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+    # Out of memory needs a capped address space: its own process (see tests/oom_training.py).
+    started = time.perf_counter()
+    run_dir = os.path.join(logdir, "oom_retry")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    oom_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oom_training.py")
+    subprocess.run([sys.executable, oom_script, run_dir, "256"], check=True, capture_output=True)
+    print(f"{'oom_retry':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
     print(f"\nNow run:  tb-trainhealth diagnose {logdir}")
     return 0
 

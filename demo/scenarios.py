@@ -187,6 +187,18 @@ def overfitting(log_dir: str, seed: int = 0):
     return _fit(model, x, y, log_dir, epochs=40, batch_size=16, validation_split=0.3)
 
 
+def training_crash(log_dir: str, seed: int = 0):
+    """Labels with the wrong shape for the loss: the first step raises (the demo catches it)."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(400, 10, 4, seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-3), "mse")  # 4 outputs, but y holds one class id per row
+    try:
+        return _fit(model, x, y.reshape(-1, 1).astype("float32").repeat(3, axis=1), log_dir, epochs=2)
+    except ValueError:
+        return None  # recorded by HealthCallback before it propagated
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
@@ -206,4 +218,5 @@ SCENARIOS = (
     Scenario("loss_plateau", loss_plateau, ("loss_plateau",)),
     Scenario("loss_oscillation", loss_oscillation, ("loss_oscillation",)),
     Scenario("overfitting", overfitting, ("overfitting",)),
+    Scenario("training_crash", training_crash, ("training_crash",)),
 )

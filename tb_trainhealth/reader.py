@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import posixpath
+import time
 from typing import Any
 
 import numpy as np
@@ -94,8 +95,14 @@ class SignalReader:
         experiment_id: str = "",
         ctx: Any = None,
         downsample: int = DEFAULT_DOWNSAMPLE,
+        listing_ttl: float = 0.0,
     ):
+        """listing_ttl: reuse the tag listing for this many seconds (the plugin's routes for one
+        page refresh share it; TensorBoard itself only reloads data every few seconds)."""
         self._provider = data_provider
+        self._listing_ttl = listing_ttl
+        self._listed_at = -float("inf")
+        self._groups: list[RunGroup] = []
         self._experiment_id = experiment_id
         self._ctx = ctx if ctx is not None else tb_context.RequestContext()
         self._downsample = downsample
@@ -105,7 +112,10 @@ class SignalReader:
         self._plain_scalars: dict[str, dict[str, Any]] = {}
 
     def groups(self) -> list[RunGroup]:
-        """List the runs (refreshing what is known about their tags)."""
+        """List the runs (refreshing what is known about their tags, at most every listing_ttl s)."""
+        now = time.monotonic()
+        if now - self._listed_at < self._listing_ttl:
+            return self._groups
         kwargs = {"experiment_id": self._experiment_id}
         self._ours_scalars = self._provider.list_scalars(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
         self._ours_tensors = self._provider.list_tensors(self._ctx, plugin_name=schema.PLUGIN_NAME, **kwargs)
@@ -113,7 +123,9 @@ class SignalReader:
         self._plain_scalars = self._provider.list_scalars(self._ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
         ours = frozenset(self._ours_scalars) | frozenset(self._ours_tensors) | frozenset(self._ours_records)
         names = ours | set(self._plain_scalars)
-        return [g for g in group_runs(sorted(names), standalone=ours) if self._relevant(g)]
+        self._groups = [g for g in group_runs(sorted(names), standalone=ours) if self._relevant(g)]
+        self._listed_at = now
+        return self._groups
 
     def _relevant(self, group: RunGroup) -> bool:
         """Runs with our data or with a loss curve; other tools' runs are not ours to judge."""

@@ -33,6 +33,10 @@ DEFAULT_POINTS = 500
 # Dense series are sampled to this many points per tag when the user did not set
 # --samples_per_plugin; records (events) are always kept in full.
 DEFAULT_SERIES_SAMPLES = 5000
+# Listing every run's tags costs ~0.7 s on 50 runs x 20k steps (Python data path): the
+# routes of one page refresh share a listing for this long (TensorBoard reloads every 5 s).
+LISTING_TTL_SECONDS = 5.0
+MAX_EXPERIMENTS = 16
 
 
 class BadRequest(ValueError):
@@ -85,8 +89,11 @@ class HealthPlugin(base_plugin.TBPlugin):
 
         experiment = plugin_util.experiment_id(request.environ)
         if experiment not in self._caches:
+            if len(self._caches) >= MAX_EXPERIMENTS:  # the id comes from the URL: bound what it can allocate
+                self._caches.pop(next(iter(self._caches)))
             ctx = plugin_util.context(request.environ)
-            self._caches[experiment] = DiagnosisCache(SignalReader(self._provider, experiment, ctx))
+            reader = SignalReader(self._provider, experiment, ctx, listing_ttl=LISTING_TTL_SECONDS)
+            self._caches[experiment] = DiagnosisCache(reader)
         return self._caches[experiment]
 
     # -- TBPlugin -------------------------------------------------------------------------
