@@ -70,12 +70,15 @@ def main() -> int:
         cold_runs, payload = timed(plugin + "/runs")
         warm_runs = sorted(timed(plugin + "/runs")[0] for _ in range(10))[5]
         warm_findings = sorted(timed(plugin + "/findings?run=run_001")[0] for _ in range(10))[5]
+        time.sleep(5.5)  # past the plugin's listing TTL: a warm request that re-lists every run's tags
+        relist_runs, _ = timed(plugin + "/runs")
         statuses = [r["status"] for r in payload["runs"]]
     print(
         f"load_fast={args.load_fast}: {len(statuses)} runs, {statuses.count('warning') + statuses.count('critical')} flagged"
     )
     print(f"runs route      cold {cold_runs:8.1f} ms   warm {warm_runs:7.1f} ms  (target < 300 ms)")
     print(f"findings route  cold {cold_findings:8.1f} ms   warm {warm_findings:7.1f} ms  (target < 500 ms)")
+    print(f"runs route, warm diagnoses but a fresh tag listing (every 5 s): {relist_runs:.1f} ms")
     return 0
 
 

@@ -14,11 +14,10 @@ import textwrap
 import types
 from typing import Any
 
-from tb_trainhealth import __version__, engine
-from tb_trainhealth.findings import Finding, Severity, run_status
+from tb_trainhealth import __version__
+from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-STATUS_ORDER = {"critical": 0, "warning": 1, "ok": 2}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,14 +52,8 @@ def diagnose_logdir(logdir: str) -> list[dict[str, Any]]:
     reader = SignalReader(open_logdir(logdir))
     results = []
     for group in reader.groups():
-        try:
-            signals = reader.read(group)
-            findings = engine.diagnose(signals)
-            errors = list(signals.errors)
-        except Exception as err:  # one bad run never hides the others
-            logging.getLogger(__name__).debug("reading %s failed", group.name, exc_info=True)
-            findings, errors = [], [f"could not read run: {err}"]
-        results.append({"run": group.name, "status": run_status(findings), "findings": findings, "errors": errors})
+        d = reader.diagnose(group)
+        results.append({"run": group.name, "status": d.status, "findings": d.findings, "errors": d.errors})
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
     return results
 

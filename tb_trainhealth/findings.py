@@ -92,6 +92,10 @@ class Finding:
         )
 
 
+# Worst first: how runs are ordered everywhere (CLI, tab).
+STATUS_ORDER = {"critical": 0, "warning": 1, "ok": 2}
+
+
 def run_status(findings: list[Finding]) -> str:
     """The run's badge: the worst severity at or above warning, else "ok"."""
     worst = max((f.severity for f in findings), default=Severity.INFO)

@@ -19,8 +19,9 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard.data import provider as tb_provider
 
-from tb_trainhealth import schema
+from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Finding, run_status
 from tb_trainhealth.signals import Layer, LayerSeries, RunSignals, Series
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,21 @@ class RunGroup:
 
     name: str
     members: dict[str, str]  # role ("main", "train", "validation") -> TensorBoard run name
+
+
+@dataclasses.dataclass
+class Diagnosis:
+    """One run's diagnosis, as the CLI and the tab show it."""
+
+    group: RunGroup
+    signals: RunSignals
+    findings: list[Finding]
+    errors: list[str]
+    fingerprint: tuple[int, float]
+
+    @property
+    def status(self) -> str:
+        return run_status(self.findings)
 
 
 def group_runs(run_names: list[str], standalone: frozenset[str] = frozenset()) -> list[RunGroup]:
@@ -144,6 +160,18 @@ class SignalReader:
                 for ts in listing.get(run, {}).values():
                     step, wall = max(step, ts.max_step), max(wall, ts.max_wall_time)
         return step, wall
+
+    def diagnose(self, group: RunGroup) -> Diagnosis:
+        """Read and diagnose one run; a run that cannot be read gets an error, never an exception."""
+        fingerprint = self.last_step(group)
+        try:
+            signals = self.read(group)
+            findings = engine.diagnose(signals)
+            errors = list(signals.errors)
+        except Exception as err:  # one bad run never hides the others
+            logger.debug("could not diagnose run %r", group.name, exc_info=True)
+            signals, findings, errors = RunSignals(group.name), [], [f"could not read run: {err}"]
+        return Diagnosis(group, signals, findings, errors, fingerprint)
 
     def read(self, group: RunGroup) -> RunSignals:
         run = RunSignals(run=group.name)

@@ -43,9 +43,6 @@ TAG_LAYER_GRAD_NONFINITE = "health/layer/grad_nonfinite"
 TAG_RUN_INFO = "health/run_info"  # model description, once per fit()
 TAG_EVENTS = "health/events"  # a JSON list of events: never sampled away
 
-SCALAR_TAGS = (TAG_LOSS, TAG_GRAD_NORM, TAG_LEARNING_RATE, TAG_STEP_TIME_MS, TAG_NONFINITE_COUNT)
-LAYER_TAGS = (TAG_LAYER_GRAD_NORM, TAG_LAYER_WEIGHT_NORM, TAG_LAYER_GRAD_NONFINITE)
-
 
 class SchemaError(ValueError):
     """Plugin data this reader cannot interpret."""

@@ -20,7 +20,6 @@ HOST_MEMORY_MB = "host_memory_mb"
 DEVICE_MEMORY_MB = "device_memory_mb"
 LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
-LAYER_GRAD_NONFINITE = "layer_grad_nonfinite"
 
 
 @dataclasses.dataclass

@@ -28,6 +28,7 @@ from tb_trainhealth.callback.step_probe import (
 )
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.memory import device_memory_mb, host_rss_mb
+from tb_trainhealth.reader import OUR_SCALARS as SERIES_OF_TAG
 from tb_trainhealth.recorder import SignalRecorder
 from tb_trainhealth.signals import Layer
 
@@ -38,15 +39,6 @@ logger = logging.getLogger(__name__)
 READ_EVERY = 32
 # Per-layer weight norms change slowly: written on every this-many-th step.
 WEIGHT_NORM_EVERY = 10
-SERIES_OF_TAG = {
-    schema.TAG_LOSS: sig.LOSS,
-    schema.TAG_GRAD_NORM: sig.GRAD_NORM,
-    schema.TAG_LEARNING_RATE: sig.LEARNING_RATE,
-    schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
-    schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
-    schema.TAG_HOST_MEMORY_MB: sig.HOST_MEMORY_MB,
-    schema.TAG_DEVICE_MEMORY_MB: sig.DEVICE_MEMORY_MB,
-}
 # Crash messages (TensorFlow's can carry whole graphs) are cut to this length.
 MAX_MESSAGE_CHARS = 4000
 
@@ -325,6 +317,12 @@ class HealthCallback(keras.callbacks.Callback):
         if self._probe is None or self._writer is None:
             return
         rows = self._probe.read_new_rows(self._base_step)
+        if self._probe.lost_rows and "lost rows" not in self._disabled:
+            self._disabled.add("lost rows")  # say it once
+            print(
+                f"tb-trainhealth: {self._probe.lost_rows} steps overflowed the read-back buffer and were not recorded.",
+                file=sys.stderr,
+            )
         if rows is None:
             return
         step_ms = self._step_times(len(rows.steps))

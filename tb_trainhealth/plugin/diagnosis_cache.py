@@ -2,29 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import threading
 
-from tb_trainhealth import engine
-from tb_trainhealth.findings import Finding, run_status
-from tb_trainhealth.reader import RunGroup, SignalReader
-from tb_trainhealth.signals import RunSignals
-
-logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class Diagnosis:
-    group: RunGroup
-    signals: RunSignals
-    findings: list[Finding]
-    errors: list[str]
-    fingerprint: tuple[int, float]
-
-    @property
-    def status(self) -> str:
-        return run_status(self.findings)
+from tb_trainhealth.reader import Diagnosis, RunGroup, SignalReader
 
 
 class DiagnosisCache:
@@ -37,32 +17,19 @@ class DiagnosisCache:
 
     def all(self) -> list[Diagnosis]:
         with self._lock:
-            groups = self._reader.groups()
-            fresh = {}
-            for group in groups:
-                fresh[group.name] = self._get(group)
-            self._cache = fresh
-            return list(fresh.values())
+            self._cache = {group.name: self._get(group) for group in self._reader.groups()}
+            return list(self._cache.values())
 
     def one(self, run: str) -> Diagnosis | None:
         with self._lock:
             for group in self._reader.groups():
                 if group.name == run:
-                    diagnosis = self._get(group)
-                    self._cache[run] = diagnosis
-                    return diagnosis
+                    self._cache[run] = self._get(group)
+                    return self._cache[run]
             return None
 
     def _get(self, group: RunGroup) -> Diagnosis:
-        fingerprint = self._reader.last_step(group)
         cached = self._cache.get(group.name)
-        if cached is not None and cached.fingerprint == fingerprint and cached.group == group:
+        if cached is not None and cached.fingerprint == self._reader.last_step(group) and cached.group == group:
             return cached
-        try:
-            signals = self._reader.read(group)
-            findings = engine.diagnose(signals)
-            errors = list(signals.errors)
-        except Exception as err:  # one bad run never hides the others
-            logger.exception("tb-trainhealth: could not diagnose run %r", group.name)
-            signals, findings, errors = RunSignals(group.name), [], [f"could not read run: {err}"]
-        return Diagnosis(group, signals, findings, errors, fingerprint)
+        return self._reader.diagnose(group)

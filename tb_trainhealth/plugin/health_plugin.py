@@ -21,12 +21,12 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_trainhealth import schema
+from tb_trainhealth.findings import STATUS_ORDER
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.reader import SignalReader
 
 logger = logging.getLogger(__name__)
 
-STATUS_ORDER = {"critical": 0, "warning": 1, "ok": 2}
 MAX_PARAM_LENGTH = 1000
 MAX_POINTS = 2000
 DEFAULT_POINTS = 500
