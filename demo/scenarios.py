@@ -112,6 +112,18 @@ def healthy_sgd(log_dir: str, seed: int = 0):
     return _fit(model, x, y, log_dir, epochs=6)
 
 
+def healthy_noisy_regression(log_dir: str, seed: int = 0):
+    """Mostly irreducible noise, small batches: a noisy, nearly flat loss that is nobody's bug."""
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(1200, 8)).astype("float32")
+    w = rng.normal(size=8)
+    y = (0.3 * x @ w / np.linalg.norm(w) + rng.normal(size=1200)).astype("float32")
+    model = _mlp(8, 1, hidden=(16,))
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=4, batch_size=8)
+
+
 # -- broken runs ------------------------------------------------------------------------
 NAN_BATCH = 37  # the batch (0-based, no shuffling) whose input holds a NaN
 
@@ -211,6 +223,7 @@ SCENARIOS = (
     Scenario("healthy_cnn", healthy_cnn, ()),
     Scenario("healthy_regression", healthy_regression, ()),
     Scenario("healthy_sgd", healthy_sgd, ()),
+    Scenario("healthy_noisy_regression", healthy_noisy_regression, ()),
     Scenario("nan_input", nan_input, ("nonfinite",)),
     Scenario("exploding_gradients", exploding_gradients, ("exploding_gradients",)),
     Scenario("vanishing_gradients", vanishing_gradients, ("vanishing_gradients",)),

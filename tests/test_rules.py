@@ -67,7 +67,7 @@ def test_converged_run_is_not_a_plateau():
 
 
 def test_oscillation_found_on_wide_swings_without_progress():
-    loss = np.abs(1.4 + 1.2 * np.sin(np.arange(600) * 1.3)) + 0.1
+    loss = np.abs(1.4 + 1.2 * np.sin(np.arange(600) * 1.3 + np.pi)) + 0.1
     (finding,) = check_loss_oscillation(run_with(loss=loss))
     assert finding.code == "loss_oscillation"
     assert check_loss_plateau(run_with(loss=loss)) == []

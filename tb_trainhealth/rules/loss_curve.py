@@ -49,11 +49,14 @@ SPIKE_FACTOR = 10.0
 PLATEAU_PROGRESS = 0.05
 # ...or, on very noisy short curves, less than this many standard errors of that difference.
 PLATEAU_NOISE_ERRORS = 2.0
-# Oscillation: no progress below half the starting loss, and the second half swings
+# Oscillation: no progress (the second half's median at least 90% of the untrained
+# loss: a learning rate too high to settle does no better than the untrained model;
+# minibatch noise around real progress stays below that), and the second half swings
 # with an inter-quartile range at least this share of its level, trending neither down
 # nor up (last quarter's median within OSCILLATION_TREND of the third quarter's).
 OSCILLATION_SPREAD = 0.5
-OSCILLATION_MAX_PROGRESS = 0.5
+OSCILLATION_MAX_PROGRESS = 0.9
+OSCILLATION_START_POINTS = 3
 OSCILLATION_TREND = 0.9
 # Above this multiple of the starting loss the run is diverging, not oscillating.
 OSCILLATION_MAX_LEVEL = 3.0
@@ -244,9 +247,9 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     if found is None:
         return []
     name, loss = found
-    # The untrained model's loss (first point): neither a run that blows up in its
-    # first steps nor one that converges in them may move the reference.
-    start = float(loss.values[0])
+    # The untrained model's loss (median of the first few points): neither a run that
+    # blows up nor one that converges in its first steps may move the reference.
+    start = float(np.median(loss.values[:OSCILLATION_START_POINTS]))
     half = len(loss) // 2
     late = loss.values[half:]
     level = float(np.median(late))
@@ -267,8 +270,8 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
             title=f"Loss oscillates without progress (swings of {spread:.0%} of its level)",
             detail=(
                 f"Over the second half of the run (from step {onset}) training loss ({name}) swings with an "
-                f"inter-quartile range of {spread:.0%} of its median {level:.4g}, and never fell below half "
-                f"its starting value {start:.4g}."
+                f"inter-quartile range of {spread:.0%} of its median {level:.4g}, which is {level / start:.0%} "
+                f"of the untrained model's loss {start:.4g}: no progress."
             ),
             evidence=Evidence((name,), onset, int(loss.steps[-1])),
             fixes=(
