@@ -80,6 +80,7 @@ def fit(
             result = model.fit(data, y, initial_epoch=tracker.epoch, callbacks=callbacks, **kwargs)
         except tf.errors.ResourceExhaustedError as err:
             if not oom_retry:
+                health.record_crash(err, phase="fit")
                 raise
             _merge(history, model)
             failed = batch_size if not isinstance(data, tf.data.Dataset) else _dataset_batch_size(data, batch_size)
@@ -108,6 +109,10 @@ def fit(
             model.train_function = None  # free the failed step's graph and buffers
             gc.collect()
             continue
+        except Exception as err:
+            # Outside the training step too (data adaptation, callbacks, validation): record, re-raise.
+            health.record_crash(err, phase="fit")
+            raise
         _merge(history, model)
         result.history = history
         return result

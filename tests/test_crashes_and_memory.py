@@ -136,3 +136,21 @@ def test_plain_fit_crash_inside_the_step_is_recorded_in_process(tmp_path):
     assert [e["error_type"] for e in events if e["kind"] == "crash"] == ["ValueError"]
     assert "apply" not in model.optimizer.__dict__  # the optimizer is given back unwrapped
     assert not getattr(model.train_function, "_trainhealth_crash_guard", False)
+
+
+def test_fit_records_a_crash_outside_the_training_step(tmp_path):
+    import tb_trainhealth
+
+    class BrokenCallback(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise RuntimeError("callback bug at epoch end")
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.zeros((64, 8), "float32")
+    with pytest.raises(RuntimeError, match="callback bug"):
+        tb_trainhealth.fit(
+            model, x, x[:, :1], log_dir=str(tmp_path / "run"), epochs=2, verbose=0, callbacks=[BrokenCallback()]
+        )
+    (crash,) = [e for e in read_logdir(str(tmp_path))["run"].events if e["kind"] == "crash"]
+    assert crash["phase"] == "fit" and crash["error_type"] == "RuntimeError"

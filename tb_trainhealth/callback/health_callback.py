@@ -221,8 +221,11 @@ class HealthCallback(keras.callbacks.Callback):
 
     def record_crash(self, error: BaseException, phase: str = "training") -> None:
         """Record an exception that ends training (type, message, step), flushed at once."""
-        if self._crashed or self._writer is None:
+        if self._crashed:
             return
+        if self._writer is None:  # crashed before training started (e.g. while adapting the data)
+            self._writer = HealthWriter(self.log_dir)
+            self._recorder = SignalRecorder(self.log_dir, [], {"schema": schema.SCHEMA_VERSION})
         if self.oom_handled_by_caller and isinstance(error, tf.errors.ResourceExhaustedError):
             self._finish()  # tb_trainhealth.fit records this one as an `oom` event and retries
             return
