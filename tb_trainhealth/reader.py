@@ -203,17 +203,9 @@ class SignalReader:
             return
         run.has_health_data = True
         scalar_tags = [t for t in self._ours_scalars.get(run_name, {}) if t in OUR_SCALARS]
-        if scalar_tags:
-            data = self._provider.read_scalars(
-                self._ctx,
-                experiment_id=self._experiment_id,
-                plugin_name=schema.PLUGIN_NAME,
-                downsample=self._downsample,
-                run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=scalar_tags),
-            ).get(run_name, {})
-            for tag, points in data.items():
-                if points:
-                    run.series[OUR_SCALARS[tag]] = Series.of([p.step for p in points], [p.value for p in points])
+        for tag, points in self._read_scalars(schema.PLUGIN_NAME, run_name, scalar_tags).items():
+            if points:
+                run.series[OUR_SCALARS[tag]] = Series.of([p.step for p in points], [p.value for p in points])
         records = self._read_tensors(schema.RECORDS_PLUGIN_NAME, self._ours_records, run_name)
         for point in records.get(schema.TAG_RUN_INFO, [])[-1:]:
             run.info = _json_payload(point.numpy, run) or {}
@@ -235,10 +227,15 @@ class SignalReader:
                 )
 
     def _read_tensors(self, plugin_name: str, listing: dict[str, Any], run_name: str) -> dict[str, list]:
-        tags = list(listing.get(run_name, {}))
+        return self._read(self._provider.read_tensors, plugin_name, run_name, list(listing.get(run_name, {})))
+
+    def _read_scalars(self, plugin_name: str, run_name: str, tags: list[str]) -> dict[str, list]:
+        return self._read(self._provider.read_scalars, plugin_name, run_name, tags)
+
+    def _read(self, read, plugin_name: str, run_name: str, tags: list[str]) -> dict[str, list]:
         if not tags:
             return {}
-        return self._provider.read_tensors(
+        return read(
             self._ctx,
             experiment_id=self._experiment_id,
             plugin_name=plugin_name,
@@ -249,16 +246,7 @@ class SignalReader:
     # -- loss curves from Keras' TensorBoard callback or plain tf.summary.scalar ---------
     def _read_plain(self, run_name: str, tag_map: dict[str, str], run: RunSignals) -> None:
         tags = [t for t in self._plain_scalars.get(run_name, {}) if t in tag_map and tag_map[t] not in run.series]
-        if not tags:
-            return
-        data = self._provider.read_scalars(
-            self._ctx,
-            experiment_id=self._experiment_id,
-            plugin_name=SCALARS_PLUGIN,
-            downsample=self._downsample,
-            run_tag_filter=tb_provider.RunTagFilter(runs=[run_name], tags=tags),
-        ).get(run_name, {})
-        for tag, points in sorted(data.items()):
+        for tag, points in sorted(self._read_scalars(SCALARS_PLUGIN, run_name, tags).items()):
             name = tag_map[tag]
             if points and name not in run.series:
                 run.series[name] = Series.of([p.step for p in points], [p.value for p in points])
