@@ -6,7 +6,7 @@ from tensorboard.backend.event_processing import data_provider, plugin_event_mul
 from tensorboard.compat import tf as tb_tf
 
 from tb_trainhealth import schema
-from tb_trainhealth.reader import SCALARS_PLUGIN
+from tb_trainhealth.reader import DEFAULT_DOWNSAMPLE, SCALARS_PLUGIN
 
 
 class LogdirError(Exception):
@@ -14,11 +14,17 @@ class LogdirError(Exception):
 
 
 def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
-    """Load every run under `logdir`, keeping every point of our data and of scalar curves."""
+    """Load every run under `logdir`: every record (events), and a reservoir sample of
+    DEFAULT_DOWNSAMPLE points per dense series, so memory stays bounded however long the
+    run (the rules see the same number of points in the tab)."""
     if not tb_tf.io.gfile.isdir(logdir):
         raise LogdirError(f"not a directory: {logdir}")
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
-        tensor_size_guidance={schema.PLUGIN_NAME: 0, schema.RECORDS_PLUGIN_NAME: 0, SCALARS_PLUGIN: 0},  # 0 = keep all
+        tensor_size_guidance={
+            schema.PLUGIN_NAME: DEFAULT_DOWNSAMPLE,
+            SCALARS_PLUGIN: DEFAULT_DOWNSAMPLE,
+            schema.RECORDS_PLUGIN_NAME: 0,  # 0 = keep all
+        },
         max_reload_threads=1,
     )
     try:

@@ -135,3 +135,23 @@ def test_plugin_module_does_not_import_tensorflow():
     code = "import sys, tb_trainhealth.plugin.health_plugin; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip() == "False"
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+hostile_text = st.text(max_size=300) | st.sampled_from(
+    ["../../etc/passwd", "\x00", "%00", "%FF", "nan_input\x00", "9" * 40]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    route=st.sampled_from(["runs", "findings", "series", "index.js", "nope"]),
+    params=st.dictionaries(st.sampled_from(["run", "names", "points", "x", ""]), hostile_text, max_size=4),
+)
+def test_fuzzed_queries_never_get_a_500(client, route, params):
+    from urllib.parse import urlencode
+
+    response = client.get(f"{PREFIX}/{route}?{urlencode(params)}")
+    assert response.status_code < 500, (route, params, response.get_data(as_text=True)[:300])
