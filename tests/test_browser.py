@@ -109,3 +109,47 @@ def test_screenshot_and_no_console_errors(page, tmp_path):
     page.screenshot(path=str(tmp_path / "health-tab.png"))
     assert (tmp_path / "health-tab.png").stat().st_size > 10_000
     assert page.console_errors == []
+
+
+def test_a_run_still_training_updates_without_a_page_reload(page, browser_logdir):
+    """New data lands in a run (a crash event): the tab shows it after a poll, no page reload."""
+    import json
+
+    import numpy as np
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
+
+    from tb_trainhealth import schema
+
+    frame = health_frame(page)
+    item = frame.locator("[data-testid=run-item][data-run=healthy_mlp]")
+    assert item.get_attribute("data-status") == "ok"
+    page.evaluate("window.__not_reloaded = true")
+    crash = [
+        {
+            "kind": "crash",
+            "step": 10_000,
+            "phase": "training",
+            "error_type": "NotFoundError",
+            "message": "/data/part-7.csv; No such file or directory",
+        }
+    ]
+    writer = EventFileWriter(os.path.join(browser_logdir, "healthy_mlp"))
+    value = summary_pb2.Summary.Value(
+        tag=schema.TAG_EVENTS,
+        metadata=schema.record_metadata(),
+        tensor=tensor_util.make_tensor_proto(np.array(json.dumps(crash).encode(), dtype=object)),
+    )
+    writer.add_event(event_pb2.Event(step=10_000, wall_time=1e9, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+
+    def updated():
+        frame.locator("[data-testid=refresh-button]").click()
+        page.wait_for_timeout(1000)
+        return item.get_attribute("data-status") == "critical"
+
+    assert wait_for(updated, timeout=60, interval=1)
+    item.click()
+    frame.locator("[data-testid=finding-card][data-code=training_crash]").wait_for()
+    assert page.evaluate("window.__not_reloaded") is True
