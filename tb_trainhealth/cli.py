@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import textwrap
+import time
 import types
 from typing import Any
 
@@ -41,7 +42,64 @@ def build_parser() -> argparse.ArgumentParser:
         default="critical",
         help="exit 1 when a finding at or above this severity exists (default: critical)",
     )
+    watch = commands.add_parser("watch", help="follow live runs and print each new finding once")
+    watch.add_argument("logdir", help="a TensorBoard logdir (local path or any tf.io.gfile URL)")
+    watch.add_argument("--interval", type=_positive_float, default=10.0, help="seconds between looks (default 10)")
+    watch.add_argument(
+        "--timeout", type=_positive_float, default=None, help="stop after this many seconds (default: never)"
+    )
     return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
+    """Print each new warning/critical finding (and run error) once, as runs are written."""
+    from tb_trainhealth.logdir import LiveLogdir
+    from tb_trainhealth.reader import SignalReader
+
+    live = LiveLogdir(logdir)
+    reader = SignalReader(live.provider)
+    seen: set[tuple] = set()
+    fingerprints: dict[str, tuple[int, float]] = {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    print(f"tb-trainhealth: watching {logdir} every {interval:g} s (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            live.reload()
+            for group in reader.groups():
+                fingerprint = reader.last_step(group)
+                if fingerprints.get(group.name) == fingerprint:
+                    continue
+                fingerprints[group.name] = fingerprint
+                diagnosis = reader.diagnose(group)
+                for finding in diagnosis.findings:
+                    key = (group.name, finding.code, finding.evidence.layer)
+                    if finding.severity >= Severity.WARNING and key not in seen:
+                        seen.add(key)
+                        at = f" @ step {finding.step}" if finding.step is not None else ""
+                        stamp = time.strftime("%H:%M:%S")
+                        print(
+                            f"{stamp} [{finding.severity.label}] {group.name}: {finding.code}{at}: {finding.title}",
+                            flush=True,
+                        )
+                for error in diagnosis.errors:
+                    if (group.name, error) not in seen:
+                        seen.add((group.name, error))
+                        print(f"{time.strftime('%H:%M:%S')} [error] {group.name}: {error}", flush=True)
+            if deadline is not None and time.monotonic() >= deadline:
+                return EXIT_OK
+            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+    except KeyboardInterrupt:
+        return EXIT_OK
 
 
 def diagnose_logdir(logdir: str) -> list[dict[str, Any]]:
@@ -115,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     from tb_trainhealth.logdir import LogdirError
 
     try:
+        if args.command == "watch":
+            return watch_logdir(args.logdir, args.interval, args.timeout)
         results = diagnose_logdir(args.logdir)
     except LogdirError as err:
         print(f"tb-trainhealth: error: {err}", file=sys.stderr)

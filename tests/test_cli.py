@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import scenarios
 import tensorflow as tf
+from conftest import ROOT
 
 from tb_trainhealth.findings import Severity
 
@@ -125,3 +127,32 @@ def test_health_run_in_a_directory_named_train_is_its_own_run(tmp_path):
     scenarios.loss_plateau(str(tmp_path / "train"))
     runs = read_logdir(str(tmp_path))
     assert list(runs) == ["train"] and runs["train"].has_health_data
+
+
+def test_watch_prints_each_new_finding_once_while_a_run_trains(tmp_path):
+    import time
+
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "tb_trainhealth.cli", "watch", str(tmp_path), "--interval", "0.5", "--timeout", "90"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2)  # watching an empty logdir: nothing to say yet
+        script = (
+            f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'demo')!r}); "
+            f"import scenarios; scenarios.nan_input({str(tmp_path / 'live')!r})"
+        )
+        train = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert train.returncode == 0, train.stderr[-2000:]
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("nonfinite" in line for line in lines):
+            lines.append(watch.stdout.readline())
+        time.sleep(3)  # a few more looks at the same data must print nothing new
+    finally:
+        watch.terminate()
+        rest, _ = watch.communicate(timeout=30)
+    output = "".join(lines) + rest
+    findings = [line for line in output.splitlines() if "] live:" in line]
+    assert any("[critical] live: nonfinite @ step 38" in line for line in findings), output
+    assert len(findings) == len(set(findings))
