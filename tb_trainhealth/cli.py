@@ -102,14 +102,25 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
         return EXIT_OK
 
 
-def diagnose_logdir(logdir: str) -> list[dict[str, Any]]:
-    """Diagnose every run under logdir: [{"run", "status", "findings", "errors"}], worst first."""
+def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
+    """Diagnose every run under logdir: [{"run", "status", "findings", "errors"}], worst first.
+
+    progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
     from tb_trainhealth.logdir import open_logdir  # loads TensorBoard's ingestion code
     from tb_trainhealth.reader import SignalReader
 
     reader = SignalReader(open_logdir(logdir))
     results = []
-    for group in reader.groups():
+    groups = reader.groups()
+    for index, group in enumerate(groups, 1):
+        if progress:
+            done = int(30 * index / len(groups))
+            print(
+                f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
         d = reader.diagnose(group)
         results.append({"run": group.name, "status": d.status, "findings": d.findings, "errors": d.errors})
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
@@ -175,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "watch":
             return watch_logdir(args.logdir, args.interval, args.timeout)
-        results = diagnose_logdir(args.logdir)
+        progress = not args.json and sys.stderr.isatty()
+        results = diagnose_logdir(args.logdir, progress=progress)
+        if progress:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)  # clear the bar
     except LogdirError as err:
         print(f"tb-trainhealth: error: {err}", file=sys.stderr)
         return EXIT_ERROR

@@ -156,3 +156,18 @@ def test_watch_prints_each_new_finding_once_while_a_run_trains(tmp_path):
     findings = [line for line in output.splitlines() if "] live:" in line]
     assert any("[critical] live: nonfinite @ step 38" in line for line in findings), output
     assert len(findings) == len(set(findings))
+
+
+def test_progress_bar_only_on_a_terminal(scenario_logdir):
+    import pty
+
+    assert cli("diagnose", scenario_logdir).stderr == ""  # piped: silent
+    primary, secondary = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", scenario_logdir],
+        stdout=subprocess.PIPE, stderr=secondary, timeout=120,
+    )  # fmt: skip
+    os.close(secondary)
+    bar = os.read(primary, 65536).decode()
+    os.close(primary)
+    assert "diagnosing [" in bar and proc.returncode == 1
