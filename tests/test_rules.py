@@ -102,6 +102,8 @@ def layered(first_rms: float, last_rms: float, n: int = 200) -> RunSignals:
 def test_vanishing_gradients_from_layer_ratio():
     (finding,) = check_vanishing_gradients(layered(1e-9, 1e-2))
     assert finding.evidence.layer == "dense"
+    # AUTOTRAINER needs both: a tiny ratio (here 5e-4) AND a first-layer norm below 1e-4 (here 1e-3).
+    assert check_vanishing_gradients(layered(1e-4, 1e-1)) == []
     assert check_vanishing_gradients(layered(1e-3, 1e-2)) == []
 
 

@@ -17,9 +17,9 @@ from tb_trainhealth.signals import RunSignals
 MIN_POINTS = 10
 
 # Exploding: the smoothed global gradient norm climbs this many times above where
-# it started. Healthy runs we measured stay within ~30x (bench/rule_zoo.py); AUTOTRAINER
-# treats a gradient that grows by orders of magnitude as exploding. Onset is where
-# the growth passes EXPLODE_ONSET_RATIO.
+# it started (growth-based, like losslint's divergence ratio; AUTOTRAINER instead
+# compares first/last layer norms, > 70). Healthy runs in bench/rule_zoo.py stay
+# within ~30x. Onset is where the growth passes EXPLODE_ONSET_RATIO.
 EXPLODE_RATIO = 1e3
 EXPLODE_ONSET_RATIO = 10.0
 # ...and ends above this absolute norm: a fine-tune whose norms rise from 1e-6 to 1e-2
@@ -28,11 +28,13 @@ EXPLODE_MIN_PEAK = 1.0
 # Critical when growth reaches float overflow territory.
 EXPLODE_CRITICAL_RATIO = 1e6
 
-# Vanishing: RMS gradient of the first layer relative to the last layer.
-# AUTOTRAINER flags vanishing when the first/last layer gradient ratio falls below
-# 1e-4 ... (see bench/rule_zoo.py for the healthy range we measured).
-VANISH_RATIO = 1e-4
-# SageMaker Debugger's VanishingGradient: mean |gradient| below 1e-7.
+# Vanishing, AUTOTRAINER (Zhang et al., ICSE 2021; shiningrain/AUTOTRAINER utils/monitor.py):
+# first-layer / last-layer gradient norm below beta_1 = 1e-3 AND first-layer norm below
+# beta_2 = 1e-4 ...
+VANISH_RATIO = 1e-3
+VANISH_FIRST_NORM = 1e-4
+# ... or SageMaker Debugger's VanishingGradient: mean |gradient| below 1e-7 (we use the
+# first layer's RMS) while the last layer still learns.
 VANISH_ABSOLUTE = 1e-7
 
 CLIP_FIX = Fix(
@@ -108,49 +110,48 @@ def _first_layer_to_grow(run: RunSignals) -> str | None:
     return run.layers[int(np.argmin(first_index))].name
 
 
-def _layer_rms(run: RunSignals) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
-    """Per-step RMS gradient per layer, for the layers that have parameters."""
+def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+    """Per-step gradient norms (steps, norms[:, first|last]) of the first and last layers with parameters."""
     layer_norms = run.layer_series.get(sig.LAYER_GRAD_NORM)
     if layer_norms is None or len(layer_norms) < MIN_POINTS or len(run.layers) < 2:
         return None
     columns = [i for i, layer in enumerate(run.layers) if layer.num_params > 0]
     if len(columns) < 2:
         return None
-    sizes = np.array([run.layers[i].num_params for i in columns], dtype=np.float64)
-    rms = layer_norms.values[:, columns] / np.sqrt(sizes)
-    return layer_norms.steps, rms, columns
+    norms = layer_norms.values[:, [columns[0], columns[-1]]]
+    usable = np.isfinite(norms).all(axis=1)
+    if usable.sum() < MIN_POINTS:
+        return None
+    return layer_norms.steps[usable], norms[usable], columns[0], columns[-1]
 
 
 def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
-    layer_rms = _layer_rms(run)
-    if layer_rms is None:
+    found = _first_and_last_layer(run)
+    if found is None:
         return []
-    steps, rms, columns = layer_rms
-    usable = np.isfinite(rms).all(axis=1)
-    steps, rms = steps[usable], rms[usable]
-    if len(steps) < MIN_POINTS:
-        return []
-    first, last = rms[:, 0], rms[:, -1]
+    steps, norms, first_column, last_column = found
+    first, last = norms[:, 0], norms[:, 1]
+    first_rms = first / np.sqrt(run.layers[first_column].num_params)
+    last_rms = last / np.sqrt(run.layers[last_column].num_params)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(last > 0, first / last, np.nan)
-    window = smoothing_window(len(ratio))
-    late = slice(len(ratio) // 2, None)
-    late_ratio = float(np.nanmedian(ratio[late])) if np.isfinite(ratio[late]).any() else float("nan")
-    late_first = float(np.median(first[late]))
-    relative = np.isfinite(late_ratio) and late_ratio < VANISH_RATIO
-    absolute = late_first < VANISH_ABSOLUTE and float(np.median(last[late])) >= VANISH_ABSOLUTE
-    if not (relative or absolute):
+        ratio = np.where(last > 0, first / last, np.inf)
+    # Per step: AUTOTRAINER's condition, or SageMaker's absolute one.
+    vanishing = ((ratio < VANISH_RATIO) & (first < VANISH_FIRST_NORM)) | (
+        (first_rms < VANISH_ABSOLUTE) & (last_rms >= VANISH_ABSOLUTE)
+    )
+    below = rolling_median(vanishing.astype(np.float64), smoothing_window(len(steps))) > 0.5
+    late = slice(len(steps) // 2, None)
+    if np.mean(vanishing[late]) <= 0.5:  # must hold through most of the second half
         return []
-    below = rolling_median(np.nan_to_num(ratio, nan=np.inf), window) < VANISH_RATIO
-    if absolute and not relative:
-        below = rolling_median(first, window) < VANISH_ABSOLUTE
     # Onset: start of the final stretch the condition holds.
     holds_until_end = np.flip(np.cumprod(np.flip(below)))
     onset_index = int(np.argmax(holds_until_end)) if holds_until_end.any() else len(steps) // 2
     onset = int(steps[onset_index])
-    first_name, last_name = run.layers[columns[0]].name, run.layers[columns[-1]].name
+    late_ratio = float(np.median(ratio[late]))
+    late_first = float(np.median(first[late]))
+    first_name, last_name = run.layers[first_column].name, run.layers[last_column].name
     detail = (
-        f"RMS gradient of the first layer {first_name} is {late_first:.3g}, "
+        f"Gradient norm of the first layer {first_name} is {late_first:.3g}, "
         f"{late_ratio:.2g}x that of the last layer {last_name} (median over the second half of the run); "
         "the early layers are barely learning."
     )
@@ -177,7 +178,7 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
             code="vanishing_gradients",
             severity=Severity.WARNING,
             step=onset,
-            title=f"Gradients vanish before reaching the first layers (first/last ratio {late_ratio:.1g})",
+            title=f"Gradients vanish before reaching the first layers (first/last norm ratio {late_ratio:.1g})",
             detail=detail,
             evidence=Evidence((sig.LAYER_GRAD_NORM,), onset, int(steps[-1]), first_name),
             fixes=fixes,
