@@ -179,3 +179,10 @@ def test_learning_rate_warmup_is_not_divergence_or_plateau():
 def test_fine_tune_gradient_growth_from_tiny_norms_is_not_exploding():
     norms = np.concatenate([np.full(100, 1e-6), np.full(900, 1e-2)]) * np.exp(0.1 * RNG.normal(size=1000))
     assert check_exploding_gradients(run_with(grad_norm=norms)) == []
+
+
+def test_flat_noisy_validation_loss_is_not_overfitting():
+    train = np.linspace(1.0, 0.2, 20)
+    for seed in range(20):
+        val = 0.8 * np.exp(0.1 * np.random.default_rng(seed).normal(size=20))
+        assert check_overfitting(run_with(epoch_loss=train, epoch_val_loss=val)) == [], seed

@@ -6,7 +6,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals
 
 MIN_SAMPLES = 8
@@ -21,14 +21,6 @@ MIN_GROWTH_FRACTION = 0.10
 MIN_RANK_CORRELATION = 0.9
 
 
-def _rank_correlation(values: np.ndarray) -> float:
-    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable").astype(np.float64)
-    order = np.arange(len(values), dtype=np.float64)
-    if ranks.std() == 0:
-        return 0.0
-    return float(np.corrcoef(order, ranks)[0, 1])
-
-
 def _growth(series: sig.Series) -> tuple[float, float, float, int, int] | None:
     series = finite_part(series)
     if len(series) < MIN_SAMPLES:
@@ -38,7 +30,7 @@ def _growth(series: sig.Series) -> tuple[float, float, float, int, int] | None:
     if len(values) < MIN_SAMPLES // 2:
         return None
     first, last = float(np.median(values[:3])), float(np.median(values[-3:]))
-    return first, last, _rank_correlation(values), int(steps[0]), int(steps[-1])
+    return first, last, rank_correlation(values), int(steps[0]), int(steps[-1])
 
 
 def check_memory_growth(run: RunSignals) -> list[Finding]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals
 
 # Evaluations after the best validation loss before calling it (Keras EarlyStopping
@@ -20,8 +20,11 @@ from tb_trainhealth.signals import RunSignals
 PATIENCE = 3
 # Validation loss must end this much above its best...
 VAL_RISE = 0.10
-# ...while training loss fell by at least this much over the same stretch.
+# ...while training loss fell by at least this much over the same stretch...
 TRAIN_FALL = 0.02
+# ...and the validation loss after its best keeps rising (Spearman rank correlation with
+# time): a flat but noisy validation loss also ends above its lucky minimum.
+MIN_RISE_CORRELATION = 0.7
 
 
 def check_overfitting(run: RunSignals) -> list[Finding]:
@@ -37,6 +40,8 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
         return []
     best_val, last_val = float(val.values[best]), float(val.values[-1])
     if best_val <= 0 or last_val < best_val * (1 + VAL_RISE) or np.median(after) < best_val * (1 + VAL_RISE / 2):
+        return []
+    if rank_correlation(val.values[best + 1 :]) < MIN_RISE_CORRELATION:
         return []
     train = finite_part(train)
     best_step, last_step = int(val.steps[best]), int(val.steps[-1])

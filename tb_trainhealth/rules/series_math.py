@@ -88,3 +88,13 @@ def relative_noise(values: np.ndarray) -> float:
     if len(residual) == 0:
         return 0.0
     return float(1.4826 * np.median(np.abs(residual - np.median(residual))))
+
+
+def rank_correlation(values: np.ndarray) -> float:
+    """Spearman correlation of the values with their order: 1 = always rising, 0 = no trend."""
+    if len(values) < 2:
+        return 0.0
+    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable").astype(np.float64)
+    if ranks.std() == 0:
+        return 0.0
+    return float(np.corrcoef(np.arange(len(values), dtype=np.float64), ranks)[0, 1])
