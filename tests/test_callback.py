@@ -170,3 +170,30 @@ def test_new_optimizer_between_fits_keeps_steps_increasing(tmp_path):
     np.testing.assert_array_equal(run.series[sig.LOSS].steps, np.arange(1, 31))
     np.testing.assert_array_equal(run.series[sig.EPOCH_LOSS].steps, [10, 20, 30])
     assert [layer.name for layer in run.layers] == ["hidden", "out"]
+
+
+def test_mixed_precision_loss_scale_skips_are_info_not_nonfinite(tmp_path):
+    """LossScaleOptimizer skips steps whose scaled fp16 gradients overflow: normal, reported as info."""
+    from conftest import diagnose_logdir
+
+    from tb_trainhealth.findings import Severity
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        keras.utils.set_random_seed(0)
+        x = np.random.default_rng(0).normal(size=(2048, 16)).astype("float32")
+        y = (300 * x[:, :1]).astype("float32")  # big targets: scaled gradients overflow fp16 at first
+        model = keras.Sequential(
+            [keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1, dtype="float32")]
+        )
+        model.compile(keras.optimizers.Adam(1e-3), "mse")
+        model.fit(
+            x, y, batch_size=32, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"), verbose=False)]
+        )
+        assert float(model.optimizer.dynamic_scale.numpy()) < model.optimizer.initial_scale  # steps were skipped
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    run = read_logdir(str(tmp_path))["r"]
+    assert run.info["loss_scale"] and any(e["kind"] == "nonfinite" for e in run.events)
+    nonfinite = [f for f in diagnose_logdir(str(tmp_path))["r"] if f.code == "nonfinite"]
+    assert nonfinite and all(f.severity == Severity.INFO for f in nonfinite)

@@ -7,6 +7,7 @@ import pytest
 
 from tb_trainhealth import engine
 from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules import ALL_RULES
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
 from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
@@ -186,3 +187,24 @@ def test_flat_noisy_validation_loss_is_not_overfitting():
     for seed in range(20):
         val = 0.8 * np.exp(0.1 * np.random.default_rng(seed).normal(size=20))
         assert check_overfitting(run_with(epoch_loss=train, epoch_val_loss=val)) == [], seed
+
+
+def test_loss_scale_skips_are_info_unless_they_persist():
+    steps = np.arange(1, 1001)
+    early = {"kind": "nonfinite", "where": "gradients", "step": 1, "layers": ["dense"]}
+
+    def run_with_skips(skip_steps):
+        return RunSignals(
+            "r",
+            series={
+                sig.GRAD_NORM: Series.of(steps, np.ones(1000)),
+                sig.NONFINITE_COUNT: Series.of(skip_steps, np.ones(len(skip_steps))),
+            },
+            events=[early],
+            info={"loss_scale": True},
+        )
+
+    (calibration,) = check_nonfinite(run_with_skips(np.arange(1, 16)))  # 15 skips while the scale settles
+    assert calibration.severity == Severity.INFO
+    (collapsing,) = check_nonfinite(run_with_skips(np.arange(1, 1001, 10)))  # 10% of steps, all run long
+    assert collapsing.severity == Severity.CRITICAL
