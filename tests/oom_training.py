@@ -1,6 +1,6 @@
 """A real out-of-memory training run, for tests: the address space is capped so big batches fail.
 
-Usage: python tests/oom_training.py LOG_DIR MIN_BATCH_SIZE
+Usage: python tests/oom_training.py LOG_DIR MIN_BATCH_SIZE [arrays|dataset]
 Allocations beyond the cap raise ResourceExhaustedError at once (nothing is touched);
 oneDNN is off because some of its kernels crash instead of raising (see DESIGN.md).
 """
@@ -23,7 +23,7 @@ import numpy as np
 import tb_trainhealth
 
 
-def main(log_dir: str, min_batch_size: int) -> None:
+def main(log_dir: str, min_batch_size: int, kind: str = "arrays") -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(8192, 16)).astype("float32")
@@ -31,11 +31,17 @@ def main(log_dir: str, min_batch_size: int) -> None:
     # A wide hidden layer: 8192 x 65536 float32 activations (2 GiB, plus their gradients) cannot fit.
     model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(65536, activation="relu"), keras.layers.Dense(1)])
     model.compile("adam", "mse")
-    history = tb_trainhealth.fit(
-        model, x, y, log_dir=log_dir, batch_size=8192, epochs=2, verbose=0, min_batch_size=min_batch_size
-    )
+    if kind == "dataset":  # an already-batched tf.data pipeline: re-batched on retry
+        import tensorflow as tf
+
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8192)
+        history = tb_trainhealth.fit(model, data, log_dir=log_dir, epochs=2, verbose=0, min_batch_size=min_batch_size)
+    else:
+        history = tb_trainhealth.fit(
+            model, x, y, log_dir=log_dir, batch_size=8192, epochs=2, verbose=0, min_batch_size=min_batch_size
+        )
     print("EPOCHS", len(history.history["loss"]))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *sys.argv[3:])

@@ -26,8 +26,9 @@ def cli_json(logdir: str) -> dict:
     return {r["run"]: r for r in json.loads(proc.stdout)["runs"]}
 
 
-def test_real_oom_is_retried_at_smaller_batches_and_training_finishes(tmp_path):
-    proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "256")
+@pytest.mark.parametrize("kind", ["arrays", "dataset"])
+def test_real_oom_is_retried_at_smaller_batches_and_training_finishes(tmp_path, kind):
+    proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "256", kind)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EPOCHS 2" in proc.stdout  # both epochs completed, at a smaller batch size
     run = read_logdir(str(tmp_path))["run"]
