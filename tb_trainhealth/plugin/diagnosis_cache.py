@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 from tb_trainhealth.reader import Diagnosis, RunGroup, SignalReader
+
+WORKERS = 4
 
 
 class DiagnosisCache:
@@ -17,8 +20,13 @@ class DiagnosisCache:
 
     def all(self) -> list[Diagnosis]:
         with self._lock:
-            self._cache = {group.name: self._get(group) for group in self._reader.groups()}
-            return list(self._cache.values())
+            groups = self._reader.groups()
+            # Reading waits on the data provider (gRPC to the Rust data server, or file I/O):
+            # stale runs are diagnosed a few at a time.
+            with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
+                diagnoses = list(pool.map(self._get, groups))
+            self._cache = {d.group.name: d for d in diagnoses}
+            return diagnoses
 
     def one(self, run: str) -> Diagnosis | None:
         with self._lock:
