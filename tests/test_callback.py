@@ -197,3 +197,34 @@ def test_mixed_precision_loss_scale_skips_are_info_not_nonfinite(tmp_path):
     assert run.info["loss_scale"] and any(e["kind"] == "nonfinite" for e in run.events)
     nonfinite = [f for f in diagnose_logdir(str(tmp_path))["r"] if f.code == "nonfinite"]
     assert nonfinite and all(f.severity == Severity.INFO for f in nonfinite)
+
+
+@pytest.mark.parametrize(
+    ("activation", "loss", "check"),
+    [
+        ("softmax", keras.losses.SparseCategoricalCrossentropy(from_logits=True), "probabilities as logits"),
+        (None, "sparse_categorical_crossentropy", "logits as probabilities"),
+        (None, keras.losses.SparseCategoricalCrossentropy(from_logits=True), None),  # the healthy twin
+        ("softmax", "sparse_categorical_crossentropy", None),  # also right
+    ],
+)
+def test_model_lint_last_layer_vs_loss(tmp_path, activation, loss, check):
+    from conftest import diagnose_logdir
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(3, activation=activation, name="head"),
+        ]
+    )
+    model.compile("adam", loss)
+    x, y = data(64)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"), verbose=False)])
+    found = [f for f in diagnose_logdir(str(tmp_path))["r"] if f.code == "output_loss_mismatch"]
+    if check is None:
+        assert found == []
+    else:
+        (finding,) = found
+        assert check in finding.title and finding.evidence.layer == "head" and finding.fixes[0].code

@@ -18,6 +18,7 @@ import tensorflow as tf
 from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
 from tb_trainhealth.callback.health_writer import HealthWriter
+from tb_trainhealth.callback.model_lint import lint_model
 from tb_trainhealth.callback.step_probe import (
     COL_GRAD_NONFINITE,
     COL_GRAD_NORM,
@@ -188,8 +189,18 @@ class HealthCallback(keras.callbacks.Callback):
             self._recorder = SignalRecorder(self.log_dir, layers, info)
         self._recorder.set_layers(layers, info)
         self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
+        self._lint()
         self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
         atexit.register(self._finish)
+
+    @_guarded("lint")
+    def _lint(self) -> None:
+        """Once per fit: does the last layer fit the loss? Findings come at the first diagnosis."""
+        for event in lint_model(self.model):
+            event["step"] = self._base_step
+            if event not in self._pending_events:
+                self._pending_events.append(event)
+                self._recorder.add_event(event)
 
     @_guarded("crashes")
     def _wrap_step_functions(self) -> None:
@@ -436,7 +447,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _maybe_diagnose(self) -> None:
         """Every diagnose_every steps (epochs can be a handful of steps: the rules must not
         show in the step time), and at once when a NaN/Inf was just found."""
-        urgent = any(e["kind"] == "nonfinite" for e in self._pending_events)
+        urgent = any(e["kind"] in ("nonfinite", "lint") for e in self._pending_events)
         if urgent or self._step - self._last_diagnosed_step >= self.diagnose_every:
             self._diagnose()
 

@@ -16,6 +16,7 @@ from tb_trainhealth.rules.loss_curve import (
     check_loss_plateau,
 )
 from tb_trainhealth.rules.memory import check_memory_growth
+from tb_trainhealth.rules.model_lint import check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
 from tb_trainhealth.signals import RunSignals
@@ -33,4 +34,5 @@ ALL_RULES: tuple[Rule, ...] = (
     check_training_crash,
     check_oom,
     check_memory_growth,
+    check_output_loss_mismatch,
 )

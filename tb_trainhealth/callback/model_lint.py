@@ -1,0 +1,79 @@
+"""Model lint at train start: what the last layer outputs vs what the loss expects.
+
+Runs once in `on_train_begin` (no data needed) and returns plain events; the rule
+`output_loss_mismatch` on the read side turns them into findings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+PROBABILISTIC_LOSSES = {
+    "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
+    "categorical_crossentropy": "CategoricalCrossentropy",
+    "binary_crossentropy": "BinaryCrossentropy",
+}
+_LOSS_CLASSES = {v: k for k, v in PROBABILISTIC_LOSSES.items()}
+
+
+def _loss_of(model: keras.Model) -> tuple[str | None, bool | None]:
+    """(canonical loss name, from_logits) for a single cross-entropy loss, else (None, None)."""
+    loss = getattr(model, "loss", None)
+    if isinstance(loss, str):
+        name = loss.lower()
+        return (name, False) if name in PROBABILISTIC_LOSSES else (None, None)
+    if isinstance(loss, keras.losses.Loss):
+        name = _LOSS_CLASSES.get(type(loss).__name__)
+        if name is None:
+            return None, None
+        return name, bool(loss.get_config().get("from_logits", False))
+    return None, None
+
+
+def _output_activation(model: keras.Model) -> tuple[str | None, str | None, int | None]:
+    """(activation name, layer name, units) of the model's last layer, when it is knowable."""
+    layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
+    if not layers:
+        return None, None, None
+    last = layers[-1]
+    units = getattr(last, "units", None)
+    if isinstance(last, keras.layers.Softmax):
+        activation = "softmax"
+    elif isinstance(last, keras.layers.Activation) or hasattr(last, "activation"):
+        function = getattr(last, "activation", None)
+        activation = getattr(function, "__name__", None) if function is not None else "linear"
+    else:
+        return None, last.name, units
+    if units is None:
+        shape = getattr(last, "output", None)
+        shape = getattr(shape, "shape", None)
+        units = int(shape[-1]) if shape is not None and shape[-1] is not None else None
+    return activation, last.name, units
+
+
+def lint_model(model: keras.Model) -> list[dict[str, Any]]:
+    loss, from_logits = _loss_of(model)
+    activation, layer, units = _output_activation(model)
+    if loss is None or activation is None:
+        return []
+    base = {
+        "kind": "lint",
+        "step": 0,
+        "layer": layer,
+        "activation": activation,
+        "loss": loss,
+        "from_logits": from_logits,
+        "units": units,
+    }
+    problems = []
+    if activation in ("softmax", "sigmoid") and from_logits:
+        problems.append("probabilities_as_logits")
+    if activation == "linear" and not from_logits:
+        problems.append("logits_as_probabilities")
+    if activation == "softmax" and units == 1:
+        problems.append("softmax_single_unit")
+    if activation == "sigmoid" and loss == "categorical_crossentropy" and (units or 0) > 1:
+        problems.append("sigmoid_with_categorical")
+    return [{**base, "check": problem} for problem in problems]
