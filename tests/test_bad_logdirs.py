@@ -111,6 +111,7 @@ def test_restarted_run_with_steps_going_back(logdir):
     _, runs = diagnose(logdir)
     assert_good_runs_untouched(runs)
     assert runs["restarted"]["status"] in ("ok", "warning", "critical")
+    assert runs["restarted"]["errors"] == []  # read as data, not as a broken run
 
 
 def test_run_with_tags_but_no_steps(logdir):

@@ -199,8 +199,7 @@ class HealthCallback(keras.callbacks.Callback):
         for event in lint_model(self.model):
             event["step"] = self._base_step
             if event not in self._pending_events:
-                self._pending_events.append(event)
-                self._recorder.add_event(event)
+                self._record_event(event)
 
     @_guarded("crashes")
     def _wrap_step_functions(self) -> None:
@@ -251,8 +250,7 @@ class HealthCallback(keras.callbacks.Callback):
                 "error_type": type(error).__name__,
                 "message": str(error)[:MAX_MESSAGE_CHARS],
             }
-            self._pending_events.append(event)
-            self._recorder.add_event(event)
+            self._record_event(event)
             self._finish()  # diagnose, write, flush, and give the model back its own step
         except Exception as err:  # recording must never mask the user's real exception
             self._disable("crashes", err)
@@ -271,8 +269,7 @@ class HealthCallback(keras.callbacks.Callback):
             "next_batch_size": next_batch_size,
             "memory_mb": memory_mb,
         }
-        self._pending_events.append(event)
-        self._recorder.add_event(event)
+        self._record_event(event)
         self._diagnose()
         self._write_events()
         self._writer.flush()
@@ -427,8 +424,7 @@ class HealthCallback(keras.callbacks.Callback):
                 "layers": layers,
                 "count": float(rows.layer_grad_nonfinite[index].sum()) if where == "gradients" else None,
             }
-            self._pending_events.append(event)
-            self._recorder.add_event(event)
+            self._record_event(event)
 
     # -- per epoch ----------------------------------------------------------------------
     @_guarded("epoch")
@@ -444,6 +440,11 @@ class HealthCallback(keras.callbacks.Callback):
                 self._recorder.add_series(name, np.array([step]), np.array([values[key]]))
 
     # -- online diagnosis ---------------------------------------------------------------
+    def _record_event(self, event: dict[str, Any]) -> None:
+        """An event goes to the log (next write) and to the online engine's copy alike."""
+        self._pending_events.append(event)
+        self._recorder.add_event(event)
+
     def _maybe_diagnose(self) -> None:
         """Every diagnose_every steps (epochs can be a handful of steps: the rules must not
         show in the step time), and at once when a NaN/Inf was just found."""

@@ -6,6 +6,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.common_fixes import CLIP_FIX
 from tb_trainhealth.rules.series_math import (
     finite_part,
     head_level,
@@ -36,11 +37,6 @@ VANISH_FIRST_NORM = 1e-4
 # ... or SageMaker Debugger's VanishingGradient: mean |gradient| below 1e-7 (we use the
 # first layer's RMS) while the last layer still learns.
 VANISH_ABSOLUTE = 1e-7
-
-CLIP_FIX = Fix(
-    "Clip gradients and lower the learning rate.",
-    "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
-)
 
 
 def check_exploding_gradients(run: RunSignals) -> list[Finding]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.series_math import (
     MIN_NOISY_WINDOW,
     finite_part,
@@ -60,19 +61,6 @@ OSCILLATION_START_POINTS = 3
 OSCILLATION_TREND = 0.9
 # Above this multiple of the starting loss the run is diverging, not oscillating.
 OSCILLATION_MAX_LEVEL = 3.0
-
-LR_FIX_LOWER = Fix(
-    "Lower the learning rate (try 3-10x lower).",
-    "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-4), loss=..., metrics=...)",
-)
-LR_FIX_SCHEDULE = Fix(
-    "Decay the learning rate when the loss stops improving.",
-    "keras.callbacks.ReduceLROnPlateau(monitor='loss', factor=0.5, patience=3)",
-)
-CLIP_FIX = Fix(
-    "Clip gradients so one bad batch cannot throw the weights far.",
-    "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
-)
 
 
 def training_loss(run: RunSignals) -> tuple[str, Series] | None:

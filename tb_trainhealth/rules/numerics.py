@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.common_fixes import CLIP_FIX
 from tb_trainhealth.signals import RunSignals
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
@@ -21,10 +22,7 @@ from tb_trainhealth.signals import RunSignals
 LOSS_SCALE_SKIP_SHARE = 0.05
 
 FIXES = (
-    Fix(
-        "Lower the learning rate and clip gradients (the most common cause).",
-        "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
-    ),
+    CLIP_FIX,
     Fix(
         "Check the training data for NaN/Inf before fitting.",
         "assert np.isfinite(x_train).all() and np.isfinite(y_train).all()",
