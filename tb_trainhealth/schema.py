@@ -27,6 +27,8 @@ TAG_LOSS = "health/loss"
 TAG_GRAD_NORM = "health/grad_norm"
 TAG_LEARNING_RATE = "health/learning_rate"
 TAG_STEP_TIME_MS = "health/step_time_ms"
+# Of each step's time, how long it waited for its batch (fetched on the host and timed).
+TAG_INPUT_WAIT_MS = "health/input_wait_ms"
 TAG_NONFINITE_COUNT = "health/nonfinite_count"
 # Sampled every few dozen steps (scalars): host RSS, and device memory where a GPU is present.
 TAG_HOST_MEMORY_MB = "health/memory/host_mb"

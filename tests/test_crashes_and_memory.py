@@ -61,6 +61,25 @@ model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
 callbacks = [HealthCallback({log_dir!r})]
 {body}
 """
+CORRUPT_TFRECORD = """
+path = {log_dir!r} + "-train.tfrecord"
+with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(64):
+        writer.write(tf.train.Example(features=tf.train.Features(feature={{"x": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * 8))}})).SerializeToString())
+raw = bytearray(open(path, "rb").read()); raw[len(raw) // 2] ^= 0xFF; open(path, "wb").write(bytes(raw))
+spec = {{"x": tf.io.FixedLenFeature([8], tf.float32)}}
+ds = tf.data.TFRecordDataset(path).map(lambda r: (tf.io.parse_single_example(r, spec)["x"], tf.zeros([4]))).batch(8)
+model.compile("adam", "mse")
+model.fit(ds, callbacks=callbacks, verbose=0)
+"""
+UNDECODABLE_IMAGE = """
+path = {log_dir!r} + "-cat_0042.png"
+open(path, "wb").write(b"not a png")
+image = lambda p: tf.reshape(tf.image.resize(tf.io.decode_png(tf.io.read_file(p), channels=1), [2, 4]), [8])
+ds = tf.data.Dataset.from_tensor_slices([path]).map(lambda p: (image(p), tf.zeros([4]))).batch(1)
+model.compile("adam", "mse")
+model.fit(ds, callbacks=callbacks, verbose=0)
+"""
 CRASHES = {
     "shape mismatch": (
         'model.compile("adam", "mse")\nmodel.fit(x, np.zeros((256, 3), "float32"), callbacks=callbacks, verbose=0)',
@@ -81,18 +100,23 @@ CRASHES = {
         "NotFoundError",
         "/nonexistent/part-0001.csv",
     ),
+    "data loading (corrupt TFRecord)": (CORRUPT_TFRECORD, "DataLossError", "corrupted record"),
+    "data loading (undecodable image)": (UNDECODABLE_IMAGE, "InvalidArgumentError", "op: DecodePng"),
 }
 
 
 @pytest.mark.parametrize("category", list(CRASHES))
 def test_crash_is_recorded_categorised_and_the_original_error_propagates(tmp_path, category):
     body, error_type, evidence = CRASHES[category]
-    script = CRASH_SCRIPT.format(root=ROOT, log_dir=str(tmp_path / "run"), body=body)
+    log_dir = str(tmp_path / "run")
+    script = CRASH_SCRIPT.format(
+        root=ROOT, log_dir=log_dir, body=body.format(log_dir=log_dir) if "{log_dir" in body else body
+    )
     proc = run_python("-c", script, timeout=120)
     assert proc.returncode != 0 and error_type in proc.stderr  # the user's exception, unchanged
     run = cli_json(str(tmp_path))["run"]  # read after the process died
     (finding,) = [f for f in run["findings"] if f["code"] == "training_crash"]
-    assert finding["severity"] == "critical" and finding["title"].endswith(category)
+    assert finding["severity"] == "critical" and finding["title"].endswith(category.split(" (")[0])
     assert evidence in finding["detail"] + " ".join(f["text"] for f in finding["fixes"])
     assert finding["fixes"] and finding["step"] >= 1
 

@@ -18,7 +18,9 @@ import tensorflow as tf
 from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
 from tb_trainhealth.callback.health_writer import HealthWriter
+from tb_trainhealth.callback.input_probe import InputProbe
 from tb_trainhealth.callback.model_lint import lint_model
+from tb_trainhealth.callback.pipeline_lint import describe_input, lint_dataset, training_data_adapter, user_dataset
 from tb_trainhealth.callback.step_probe import (
     COL_GRAD_NONFINITE,
     COL_GRAD_NORM,
@@ -128,6 +130,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._epoch = 0
         self._steps_per_call = 1
         self._base_step = 0
+        self._input = InputProbe(steps_per_execution=0)
         self.findings: list[Finding] = []
         self.oom_handled_by_caller = False
 
@@ -165,6 +168,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
+        self._input = InputProbe(self._steps_per_call)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit.
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
@@ -173,6 +177,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._install_probe()
         self._wrap_step_functions()
         layers = [Layer(n, p) for n, p in zip(self._layout_names(), self._layout_params())]
+        adapter = _quietly(training_data_adapter)
         info = {
             "schema": schema.SCHEMA_VERSION,
             "model": model.name,
@@ -181,6 +186,8 @@ class HealthCallback(keras.callbacks.Callback):
             "loss_scale": self._probe.uses_loss_scale if self._probe else False,
             "layers": [{"name": layer.name, "params": layer.num_params} for layer in layers],
             "steps_per_execution": self._steps_per_call,
+            "input_wait_measured": self._input.enabled,
+            "input": describe_input(adapter) if adapter is not None else None,
             "start_step": self._base_step,
         }
         if self._writer is None:
@@ -190,6 +197,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._recorder.set_layers(layers, info)
         self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
         self._lint()
+        self._lint_pipeline(adapter)
         self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
         atexit.register(self._finish)
 
@@ -197,6 +205,17 @@ class HealthCallback(keras.callbacks.Callback):
     def _lint(self) -> None:
         """Once per fit: does the last layer fit the loss? Findings come at the first diagnosis."""
         for event in lint_model(self.model):
+            event["step"] = self._base_step
+            if event not in self._pending_events:
+                self._record_event(event)
+
+    @_guarded("pipeline lint")
+    def _lint_pipeline(self, adapter: Any) -> None:
+        """Once per fit: is the user's tf.data pipeline built in a known-slow or wrong way?"""
+        dataset = user_dataset(adapter) if adapter is not None else None
+        if dataset is None:
+            return
+        for event in lint_dataset(dataset):
             event["step"] = self._base_step
             if event not in self._pending_events:
                 self._record_event(event)
@@ -210,9 +229,11 @@ class HealthCallback(keras.callbacks.Callback):
             if original is None or getattr(original, "_trainhealth_crash_guard", False):
                 continue
 
-            def guarded(*args, _original=original, _phase=phase, **kwargs):
+            def guarded(iterator, _original=original, _phase=phase):
                 try:
-                    return _original(*args, **kwargs)
+                    if _phase == "training":
+                        return self._input.call(_original, iterator)
+                    return _original(iterator)
                 except (StopIteration, tf.errors.OutOfRangeError):
                     raise  # the normal end of an epoch
                 except Exception as err:
@@ -336,7 +357,9 @@ class HealthCallback(keras.callbacks.Callback):
             )
         if rows is None:
             return
-        step_ms = self._step_times(len(rows.steps))
+        step_ms = self._per_step(self._call_ms, len(rows.steps), spread=self._steps_per_call)
+        self._call_ms = []
+        wait_ms = self._per_step(self._input.take_waits(), len(rows.steps))
         self._step = int(rows.steps[-1])
         dense = {schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM)}
         if self._probe.loss_captured:
@@ -348,6 +371,7 @@ class HealthCallback(keras.callbacks.Callback):
             schema.TAG_LEARNING_RATE: lr,
             schema.TAG_NONFINITE_COUNT: np.where(counts > 0, counts, np.nan),
             schema.TAG_STEP_TIME_MS: step_ms,
+            schema.TAG_INPUT_WAIT_MS: wait_ms,
             **self._memory_columns(len(rows.steps)),
         }
         weight_rows = rows.steps % WEIGHT_NORM_EVERY == 0
@@ -386,10 +410,11 @@ class HealthCallback(keras.callbacks.Callback):
             counts = counts + ~np.isfinite(rows.column(COL_LOSS))
         return counts
 
-    def _step_times(self, num_rows: int) -> np.ndarray:
-        """Spread each host call's wall time over the steps it ran; NaN where unknown."""
-        per_step = np.repeat(np.asarray(self._call_ms, np.float64) / self._steps_per_call, self._steps_per_call)
-        self._call_ms = []
+    @staticmethod
+    def _per_step(per_call: list[float], num_rows: int, spread: int = 1) -> np.ndarray:
+        """Per-call values (one per host call of `spread` steps) aligned to the newest rows
+        (each call's value split evenly over its steps); NaN where unknown."""
+        per_step = np.repeat(np.asarray(per_call, np.float64) / spread, spread)
         out = np.full(num_rows, np.nan)
         # The first rows of a fit were traced and compiled: their time is not a step time.
         count = min(num_rows, len(per_step))
@@ -492,6 +517,15 @@ class HealthCallback(keras.callbacks.Callback):
         self._writer.write_json(schema.TAG_EVENTS, step, self._pending_events)
         self._last_event_step = step
         self._pending_events = []
+
+
+def _quietly(function: Callable[[], Any]) -> Any:
+    """Best-effort context for the log: None rather than an error."""
+    try:
+        return function()
+    except Exception:
+        logger.debug("tb-trainhealth: %s failed", function.__name__, exc_info=True)
+        return None
 
 
 def _is_number(value: Any) -> bool:

@@ -10,6 +10,7 @@ from tb_trainhealth.rules.gradients import (
     check_exploding_gradients,
     check_vanishing_gradients,
 )
+from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
 from tb_trainhealth.rules.loss_curve import (
     check_loss_divergence,
     check_loss_oscillation,
@@ -35,4 +36,6 @@ ALL_RULES: tuple[Rule, ...] = (
     check_oom,
     check_memory_growth,
     check_output_loss_mismatch,
+    check_input_bound,
+    check_input_pipeline_config,
 )

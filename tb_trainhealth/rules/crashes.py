@@ -64,7 +64,9 @@ _FILE = re.compile(
     r"|(?:No such file or directory|Failed to open|could not find)[^\n]*?([\w./\\~-]+\.\w{1,8})",
     re.I,
 )
-_OP = re.compile(r"(?:node|Node:|op)\s+'?([A-Za-z0-9_/.-]+)'?", re.I)
+_OP = re.compile(r"(?:\bnode|\bNode:|\bop)\s+'?([A-Za-z0-9_/.-]+)'?|\[Op:([A-Za-z0-9_]+)\]", re.I)
+# Eager TensorFlow errors wrap the message: "{{function_node __wrapped__...}} <message> [Op:X] name: ".
+_WRAPPER = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\](?: name: \S*)?")
 
 
 def classify(error_type: str, message: str) -> str:
@@ -167,7 +169,7 @@ def _summary_line(message: str) -> str:
     stack frame, a node annotation or the generic "Graph execution error" header."""
     lines = [
         line.strip()
-        for line in message.splitlines()
+        for line in _WRAPPER.sub("", message).splitlines()
         if line.strip() and not line.strip().startswith(("File ", "[[", "Detected at node", "Graph execution error"))
     ]
     return lines[-1][:300] if lines else ""
@@ -184,7 +186,10 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
         return []  # the oom rule tells the whole story, retries included
     where = f" in {crash['phase']}" if crash.get("phase") else ""
     first_line = _summary_line(message) or error_type
-    ops = _OP.findall(message)
+    # The op that failed: a graph node when the message names one, else the eager op.
+    ops = [node or eager for node, eager in _OP.findall(_WRAPPER.sub(" ", message))] or [
+        eager for _, eager in _OP.findall(message) if eager
+    ]
     detail = f"{error_type} at step {crash['step']}{where}: {first_line}"
     if ops:
         detail += f" (op: {ops[0]})"

@@ -1,0 +1,63 @@
+"""Measured input wait: how long each training step waited for its batch.
+
+Keras 3 (TF backend) fetches the batch *inside* the compiled train function
+(`iterator.get_next()` in a `tf.function`), so from outside a step only its total
+time is visible. Keras' train function also accepts any Python iterator of batches,
+in which case it fetches with `next()` on the host and calls the compiled
+one-step function on the batch. We pass it such an iterator, `TimedBatches`, that
+calls the real iterator's `get_next()` and times that call: the time until the
+batch exists is the wait; the rest of the step is compute. Same pipeline, same
+compiled step, no extra op per step (measured cost: `bench/overhead.py`).
+
+Only with `steps_per_execution == 1`: with more, Keras would run the steps one
+host call each and lose what `steps_per_execution` is for, so there we pass the
+real iterator through and record no wait.
+
+Costs once per fit: when the last batch of an epoch is smaller, the one-step
+function traces once more for the relaxed batch size (as with numpy input in
+Keras' other backends).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+
+class TimedBatches:
+    """A one-batch-at-a-time view of a tf.data (or distributed) iterator that times each fetch."""
+
+    def __init__(self, iterator: Any, waits_ms: list[float]):
+        self._iterator = iterator
+        self._waits_ms = waits_ms
+
+    def __iter__(self) -> TimedBatches:
+        return self
+
+    def __next__(self) -> Any:
+        start = time.perf_counter()
+        # get_next() raises OutOfRangeError at the end of the data, which Keras' epoch
+        # loop turns into the end of the epoch, exactly as with its in-graph fetch.
+        batch = self._iterator.get_next()
+        self._waits_ms.append((time.perf_counter() - start) * 1000.0)
+        return batch
+
+
+class InputProbe:
+    """Runs Keras' train function on `TimedBatches`; collects one wait per step."""
+
+    def __init__(self, steps_per_execution: int):
+        self.enabled = steps_per_execution == 1
+        self.waits_ms: list[float] = []
+
+    def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
+        if self.enabled and isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            return train_function(TimedBatches(iterator, self.waits_ms))
+        return train_function(iterator)
+
+    def take_waits(self) -> list[float]:
+        waits, self.waits_ms = self.waits_ms, []
+        return waits

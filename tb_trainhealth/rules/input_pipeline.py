@@ -1,0 +1,251 @@
+"""`input_bound` and `input_pipeline_config`: a step that waits for its data, and why.
+
+`input_bound` reads the measured wait per step (`input_wait_ms`, timed around the
+batch fetch) against the step time. Its levels are XProf's input-pipeline analysis
+(the TensorFlow profiler's "Input Pipeline Analyzer"): 20% or more of the step time
+waiting for input is "highly input-bound", 5% or more "moderately input-bound".
+`input_pipeline_config` turns the callback's tf.data lint events into the exact
+change to make.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.signals import RunSignals
+
+HIGHLY_INPUT_BOUND = 0.20  # XProf: "highly input-bound"
+MODERATELY_INPUT_BOUND = 0.05  # XProf: "moderately input-bound"
+# Fetching a batch that is already there costs some 0.1-0.3 ms on the 2-core CI
+# machine (Keras' own numpy pipeline, tiny MLP). Below 1 ms per step the wait is that
+# overhead, which no pipeline change removes (steps_per_execution does).
+MIN_WAIT_MS = 1.0
+MIN_STEPS = 20
+
+
+def input_share(run: RunSignals) -> tuple[float, float, float, int, int] | None:
+    """(share of step time waiting, mean wait ms, mean step ms, first step, last step) over the
+    steps with both measurements; None when there are too few."""
+    waits, steps = run.get(sig.INPUT_WAIT_MS), run.get(sig.STEP_TIME_MS)
+    if waits is None or steps is None:
+        return None
+    common, wait_at, step_at = np.intersect1d(waits.steps, steps.steps, return_indices=True)
+    wait, step = waits.values[wait_at], steps.values[step_at]
+    keep = np.isfinite(wait) & np.isfinite(step) & (step > 0) & (wait >= 0)
+    if keep.sum() < MIN_STEPS:
+        return None
+    wait, step, common = np.minimum(wait[keep], step[keep]), step[keep], common[keep]
+    return float(wait.sum() / step.sum()), float(wait.mean()), float(step.mean()), int(common[0]), int(common[-1])
+
+
+def _is_input_bound(run: RunSignals) -> bool:
+    measured = input_share(run)
+    return measured is not None and measured[0] >= MODERATELY_INPUT_BOUND and measured[1] >= MIN_WAIT_MS
+
+
+# -- input_pipeline_config: one explanation and fix per lint check ----------------------------
+
+PREFETCH_FIX = Fix(
+    "End the pipeline with prefetch, so the next batch is prepared while this one trains.",
+    "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # the last line of the pipeline",
+)
+PARALLEL_FIX = Fix(
+    "Run map (and interleave) in parallel.",
+    "dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
+    "files.interleave(tf.data.TFRecordDataset, num_parallel_calls=tf.data.AUTOTUNE)",
+)
+CACHE_FIX = Fix(
+    "Cache after the expensive deterministic work (decode, parse, resize) and before random augmentation; "
+    "to a file if it does not fit in memory.",
+    "dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()  # or .cache('/tmp/ds.cache')\n"
+    "dataset = dataset.shuffle(10_000).map(augment, num_parallel_calls=tf.data.AUTOTUNE)",
+)
+
+SPEED, CORRECTNESS, SHUFFLING = "speed", "correctness", "shuffling"
+
+_LINT: dict[str, tuple[str, str, Fix, str]] = {
+    # check: (title, why, fix, what it costs: speed (a warning when the run waits for input,
+    # else info), correctness (always a warning), shuffling quality (info: it depends on
+    # whether the data is ordered, which the graph does not say))
+    "no_prefetch": (
+        "tf.data pipeline does not end with prefetch",
+        "Without prefetch the pipeline starts preparing batch N+1 only when step N asks for it, "
+        "so the accelerator waits for every batch.",
+        PREFETCH_FIX,
+        SPEED,
+    ),
+    "sequential_map": (
+        "tf.data {method} runs sequentially",
+        "`{method}` without num_parallel_calls processes one element at a time on one core.",
+        PARALLEL_FIX,
+        SPEED,
+    ),
+    "cache_after_augmentation": (
+        "cache() comes after random augmentation: the augmentation is frozen",
+        "cache() stores the first epoch's augmented images and replays them every epoch, so the model "
+        "sees the same 'random' crops and flips forever (it overfits as if there were no augmentation).",
+        Fix(
+            "Cache before the random augmentation, augment after it.",
+            "dataset = dataset.map(decode).cache().shuffle(10_000)\n"
+            "dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32).prefetch(tf.data.AUTOTUNE)",
+        ),
+        CORRECTNESS,
+    ),
+    "expensive_map_not_cached": (
+        "Expensive map ({ops}) is redone every epoch",
+        "The map runs {ops} again on the same data in every epoch; nothing caches its result.",
+        CACHE_FIX,
+        SPEED,
+    ),
+    "shuffle_after_batch": (
+        "shuffle() comes after batch(): whole batches are shuffled, not samples",
+        "Shuffling after batch() shuffles the order of fixed batches: the same samples always train "
+        "together, and sorted data stays sorted within each batch.",
+        Fix(
+            "Shuffle samples before batching.",
+            "dataset = dataset.shuffle(buffer_size=10_000).batch(32).prefetch(tf.data.AUTOTUNE)",
+        ),
+        CORRECTNESS,
+    ),
+    "small_shuffle_buffer": (
+        "Shuffle buffer ({buffer_size}) is much smaller than the data ({elements} elements)",
+        "A buffer of {buffer_size} only mixes neighbouring samples; if the data is ordered (by class, by "
+        "file, by time) batches stay ordered. A buffer as large as the dataset shuffles it fully.",
+        Fix(
+            "Shuffle with a buffer as large as the data when it fits in memory (or shuffle the file list too).",
+            "dataset = dataset.shuffle(buffer_size={elements}, reshuffle_each_iteration=True)",
+        ),
+        SHUFFLING,
+    ),
+    "per_element_map": (
+        "Cheap per-element map before batch() could run on whole batches",
+        "Each call of a map function has a fixed cost; element-wise math (casts, scaling) does the same "
+        "work on a whole batch in one call.",
+        Fix(
+            "Batch first, then map the same function over the batch.",
+            "dataset = dataset.batch(32).map(normalize, num_parallel_calls=tf.data.AUTOTUNE)",
+        ),
+        SPEED,
+    ),
+}
+
+
+def _lint_events(run: RunSignals) -> list[dict[str, Any]]:
+    seen, events = set(), []
+    for event in run.events:
+        check = event.get("check")
+        if event.get("kind") == "pipeline_lint" and check in _LINT and check not in seen:
+            seen.add(check)
+            events.append(event)
+    return events
+
+
+def _fields(event: dict[str, Any]) -> dict[str, Any]:
+    ops = event.get("ops")
+    return {
+        "method": event.get("method") or "map",
+        "ops": ", ".join(map(str, ops)) if isinstance(ops, list) else "decode/parse",
+        "buffer_size": event.get("buffer_size", "?"),
+        "elements": event.get("elements", "?"),
+    }
+
+
+def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
+    events = _lint_events(run)
+    if not events:
+        return []
+    input_bound = _is_input_bound(run)
+    findings = []
+    for event in events:
+        title, why, fix, cost_kind = _LINT[event["check"]]
+        fields = _fields(event)
+        severity = Severity.INFO
+        cost = ""
+        if cost_kind == CORRECTNESS:
+            severity = Severity.WARNING
+        elif cost_kind == SPEED and input_bound:
+            severity, cost = Severity.WARNING, " This run does wait for its input (see input_bound)."
+        elif cost_kind == SPEED:
+            cost = " This run is not input-bound, so it costs little now."
+        findings.append(
+            Finding(
+                code="input_pipeline_config",
+                severity=severity,
+                step=None,
+                title=title.format(**fields),
+                detail=why.format(**fields) + cost + f" (tf.data op: {event.get('stage', '?')})",
+                evidence=Evidence(("events",), None, None, event["check"]),
+                fixes=(Fix(fix.text.format(**fields), fix.code.format(**fields)),),
+            )
+        )
+    return findings
+
+
+# -- input_bound ---------------------------------------------------------------------------------
+
+
+def _input_fixes(run: RunSignals) -> tuple[Fix, ...]:
+    """Fixes for this pipeline first (its lint findings, its input type), then the general ones."""
+    fixes = [_LINT[e["check"]][2] for e in _lint_events(run) if _LINT[e["check"]][3] == SPEED]
+    source = run.info.get("input") if isinstance(run.info.get("input"), dict) else {}
+    if source.get("type") == "PyDataset":
+        fixes.append(
+            Fix(
+                f"Load batches in parallel: this PyDataset runs with workers={source.get('workers', 1)}, "
+                f"use_multiprocessing={source.get('use_multiprocessing', False)}.",
+                "class MyData(keras.utils.PyDataset):\n"
+                "    def __init__(self, ..., **kwargs):\n"
+                "        super().__init__(workers=8, use_multiprocessing=True, max_queue_size=16, **kwargs)",
+            )
+        )
+    elif source.get("type") == "generator":
+        fixes.append(
+            Fix(
+                "A Python generator runs on one thread under the GIL: turn it into a keras.utils.PyDataset "
+                "with workers, or a tf.data pipeline with parallel map.",
+                "dataset = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=tf.data.AUTOTUNE)",
+            )
+        )
+    for general in (PREFETCH_FIX, PARALLEL_FIX, CACHE_FIX):
+        if general not in fixes:
+            fixes.append(general)
+    fixes.append(
+        Fix(
+            "Check it with the profiler's Input Pipeline Analyzer for the slowest stage.",
+            "tf.profiler.experimental.start('logs/profile'); model.fit(ds, steps_per_epoch=50); "
+            "tf.profiler.experimental.stop()",
+        )
+    )
+    return tuple(fixes)
+
+
+def check_input_bound(run: RunSignals) -> list[Finding]:
+    measured = input_share(run)
+    if measured is None:
+        return []
+    share, wait_ms, step_ms, first, last = measured
+    if share < MODERATELY_INPUT_BOUND or wait_ms < MIN_WAIT_MS:
+        return []
+    highly = share >= HIGHLY_INPUT_BOUND
+    level = "highly" if highly else "moderately"
+    return [
+        Finding(
+            code="input_bound",
+            severity=Severity.WARNING if highly else Severity.INFO,
+            step=first,
+            title=f"Training waits for input {share:.0%} of the time ({level} input-bound)",
+            detail=(
+                f"Steps {first}-{last}: each step waited {wait_ms:.1f} ms for its batch and computed "
+                f"{step_ms - wait_ms:.1f} ms (mean step {step_ms:.1f} ms), so {share:.0%} of the step time "
+                f"is spent waiting for the input pipeline. Levels as in the TensorFlow profiler's input-"
+                f"pipeline analysis: 5% or more is moderately, 20% or more highly input-bound. A faster "
+                f"pipeline could make training up to {1 / (1 - share):.1f}x faster."
+            ),
+            evidence=Evidence((sig.INPUT_WAIT_MS, sig.STEP_TIME_MS), first, last),
+            fixes=_input_fixes(run),
+        )
+    ]
