@@ -1,7 +1,8 @@
 """Cost of HealthCallback per training step, measured side by side in one process.
 
 Configurations are interleaved round by round (so machine noise hits all alike):
-no callback, HealthCallback at defaults, and keras.callbacks.TensorBoard(update_freq=1)
+no callback, HealthCallback at defaults, HealthCallback without the input-wait probe
+(so the probe's own cost is the ratio of those two), and keras.callbacks.TensorBoard(update_freq=1)
 for reference. Each fit's first epoch (tracing) is dropped. Each round gives a ratio
 (config / no callback, adjacent in time); we print the median ratio over rounds and
 its inter-quartile range. Usage: python bench/overhead.py [--rounds 10]
@@ -68,6 +69,9 @@ def main() -> int:
     configs = {
         "no callback": lambda i: [],
         "HealthCallback": lambda i: [HealthCallback(os.path.join(root, f"health{i}"), verbose=False)],
+        "HealthCallback(measure_input=False)": lambda i: [
+            HealthCallback(os.path.join(root, f"noinput{i}"), verbose=False, measure_input=False)
+        ],
         "TensorBoard(update_freq=1)": lambda i: [
             keras.callbacks.TensorBoard(os.path.join(root, f"tb{i}"), update_freq=1)
         ],
@@ -86,7 +90,10 @@ def main() -> int:
     for name, values in per_step.items():
         ratios = np.array(values) / base
         q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
-        print(f"{name:28} {np.median(values):7.3f} ms/step  ratio {q50:.3f}x  (IQR {q25:.3f}-{q75:.3f})")
+        print(f"{name:36} {np.median(values):7.3f} ms/step  ratio {q50:.3f}x  (IQR {q25:.3f}-{q75:.3f})")
+    probe = np.array(per_step["HealthCallback"]) / np.array(per_step["HealthCallback(measure_input=False)"])
+    q25, q50, q75 = np.percentile(probe, [25, 50, 75])
+    print(f"{'input-wait probe alone':36} {'':7} {'':8} ratio {q50:.3f}x  (IQR {q25:.3f}-{q75:.3f})")
     return 0
 
 

@@ -9,10 +9,12 @@ and returns the History. `expected` lists the finding codes a run must get.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tb_trainhealth import HealthCallback
 
@@ -67,6 +69,19 @@ def _fit(model, x, y, log_dir, *, epochs, batch_size=32, validation_split=0.2, s
     )
 
 
+def _small_cnn(classes: int = 3):
+    return keras.Sequential(
+        [
+            keras.Input((16, 16, 1)),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(classes),
+        ]
+    )
+
+
 SPARSE_CE = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -82,16 +97,7 @@ def healthy_mlp(log_dir: str, seed: int = 0):
 def healthy_cnn(log_dir: str, seed: int = 0):
     keras.utils.set_random_seed(seed)
     x, y = _images(800, seed)
-    model = keras.Sequential(
-        [
-            keras.Input((16, 16, 1)),
-            keras.layers.Conv2D(8, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(16, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(3),
-        ]
-    )
+    model = _small_cnn()
     model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
     return _fit(model, x, y, log_dir, epochs=6)
 
@@ -124,7 +130,65 @@ def healthy_noisy_regression(log_dir: str, seed: int = 0):
     return _fit(model, x, y, log_dir, epochs=4, batch_size=8)
 
 
+def _fit_dataset(model, dataset, log_dir, *, epochs, validation=None):
+    callbacks = [HealthCallback(log_dir=log_dir, verbose=False)]
+    return model.fit(dataset, validation_data=validation, epochs=epochs, callbacks=callbacks, verbose=0)
+
+
+def _flip(images, labels):
+    return tf.image.random_flip_left_right(images), labels
+
+
+def healthy_pipeline(log_dir: str, seed: int = 0):
+    """A tf.data pipeline built as the tf.data guide says: cache, shuffle, parallel augment, batch, prefetch."""
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    autotune = tf.data.AUTOTUNE
+    train = tf.data.Dataset.from_tensor_slices((x[:640], y[:640])).cache().shuffle(640, seed=seed)
+    train = train.map(_flip, num_parallel_calls=autotune).batch(32).prefetch(autotune)
+    validation = tf.data.Dataset.from_tensor_slices((x[640:], y[640:])).batch(64).prefetch(autotune)
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit_dataset(model, train, log_dir, epochs=6, validation=validation)
+
+
 # -- broken runs ------------------------------------------------------------------------
+SLOW_DECODE_MS = 8.0
+
+
+def input_bound(log_dir: str, seed: int = 0):
+    """Each batch is 'decoded' in Python (8 ms), sequentially, with no prefetch: every step waits."""
+    keras.utils.set_random_seed(seed)
+    x, y = _images(640, seed)
+
+    def slow_decode(images):
+        time.sleep(SLOW_DECODE_MS / 1000)
+        return images
+
+    def load(images, labels):
+        images = tf.py_function(slow_decode, [images], tf.float32)
+        return tf.ensure_shape(images, [None, 16, 16, 1]), labels
+
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(640, seed=seed).batch(32).map(load)
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit_dataset(model, dataset, log_dir, epochs=3)
+
+
+def bad_pipeline(log_dir: str, seed: int = 0):
+    """Class-sorted images, augmented then cached (augmentation frozen), batched then shuffled
+    (every batch holds one class)."""
+    keras.utils.set_random_seed(seed)
+    x, y = _images(640, seed)
+    order = np.argsort(y, kind="stable")
+    dataset = tf.data.Dataset.from_tensor_slices((x[order], y[order]))
+    dataset = dataset.map(_flip, num_parallel_calls=tf.data.AUTOTUNE).cache()
+    dataset = dataset.batch(32).shuffle(20, seed=seed).prefetch(tf.data.AUTOTUNE)
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit_dataset(model, dataset, log_dir, epochs=4)
+
+
 NAN_BATCH = 37  # the batch (0-based, no shuffling) whose input holds a NaN
 
 
@@ -224,6 +288,7 @@ SCENARIOS = (
     Scenario("healthy_regression", healthy_regression, ()),
     Scenario("healthy_sgd", healthy_sgd, ()),
     Scenario("healthy_noisy_regression", healthy_noisy_regression, ()),
+    Scenario("healthy_pipeline", healthy_pipeline, ()),
     Scenario("nan_input", nan_input, ("nonfinite",)),
     Scenario("exploding_gradients", exploding_gradients, ("exploding_gradients",)),
     Scenario("vanishing_gradients", vanishing_gradients, ("vanishing_gradients",)),
@@ -232,4 +297,6 @@ SCENARIOS = (
     Scenario("loss_oscillation", loss_oscillation, ("loss_oscillation",)),
     Scenario("overfitting", overfitting, ("overfitting",)),
     Scenario("training_crash", training_crash, ("training_crash",)),
+    Scenario("input_bound", input_bound, ("input_bound", "input_pipeline_config")),
+    Scenario("bad_pipeline", bad_pipeline, ("input_pipeline_config",)),
 )

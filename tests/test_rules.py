@@ -208,3 +208,37 @@ def test_loss_scale_skips_are_info_unless_they_persist():
     assert calibration.severity == Severity.INFO
     (collapsing,) = check_nonfinite(run_with_skips(np.arange(1, 1001, 10)))  # 10% of steps, all run long
     assert collapsing.severity == Severity.CRITICAL
+
+
+@pytest.mark.parametrize(
+    ("wait_ms", "compute_ms", "expected"),
+    [
+        (0.3, 10.0, None),  # fetch overhead only
+        (0.8, 2.0, None),  # a large share, but under a millisecond per step: overhead, not a pipeline
+        (1.0, 30.0, None),  # 3%: under XProf's 5% level
+        (2.0, 18.0, Severity.INFO),  # 10%: moderately input-bound
+        (8.0, 12.0, Severity.WARNING),  # 40%: highly input-bound
+    ],
+)
+def test_input_bound_levels(wait_ms, compute_ms, expected):
+    from tb_trainhealth.rules.input_pipeline import check_input_bound
+
+    n = 300
+    wait = wait_ms * np.exp(0.2 * RNG.normal(size=n))
+    step = wait + compute_ms * np.exp(0.1 * RNG.normal(size=n))
+    wait[::100] = 500.0  # each epoch's first fetch starts an iterator: left out of the share
+    run = run_with(input_wait_ms=wait, step_time_ms=step)
+    run.series[sig.EPOCH_LOSS] = Series.of([100, 200, 300], [1.0, 0.9, 0.8])
+    found = check_input_bound(run)
+    assert [f.severity for f in found] == ([expected] if expected is not None else [])
+    if found:
+        level = "highly" if expected == Severity.WARNING else "moderately"
+        assert f"({level} input-bound)" in found[0].title
+        assert f"waited {wait_ms:.0f}." in found[0].detail  # the steady-state wait, not the epoch starts
+
+
+def test_input_bound_needs_both_series_and_enough_steps():
+    from tb_trainhealth.rules.input_pipeline import check_input_bound
+
+    assert check_input_bound(run_with(input_wait_ms=np.full(300, 50.0))) == []
+    assert check_input_bound(run_with(input_wait_ms=np.full(10, 50.0), step_time_ms=np.full(10, 60.0))) == []

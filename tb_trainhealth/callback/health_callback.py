@@ -93,6 +93,8 @@ class HealthCallback(keras.callbacks.Callback):
             when a finding of that severity or worse appears; None never stops.
         on_finding: called with each new `Finding` (warning or worse), e.g. to page yourself.
         verbose: print one line per new warning/critical finding.
+        measure_input: time each step's wait for its batch (see `input_probe`); False
+            leaves Keras' in-graph batch fetch untouched.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class HealthCallback(keras.callbacks.Callback):
         stop_on: str | None = None,
         on_finding: Callable[[Finding], Any] | None = None,
         verbose: bool = True,
+        measure_input: bool = True,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -112,6 +115,7 @@ class HealthCallback(keras.callbacks.Callback):
         self.stop_on = Severity.parse(stop_on) if stop_on is not None else None
         self.on_finding = on_finding
         self.verbose = verbose
+        self.measure_input = measure_input
         self._disabled: set[str] = set()
         self._writer: HealthWriter | None = None
         self._recorder: SignalRecorder | None = None
@@ -168,7 +172,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
-        self._input = InputProbe(self._steps_per_call)
+        self._input = InputProbe(self._steps_per_call if self.measure_input else 0)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit.
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())

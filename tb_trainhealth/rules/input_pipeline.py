@@ -1,7 +1,8 @@
 """`input_bound` and `input_pipeline_config`: a step that waits for its data, and why.
 
 `input_bound` reads the measured wait per step (`input_wait_ms`, timed around the
-batch fetch) against the step time. Its levels are XProf's input-pipeline analysis
+batch fetch) against the step time, in the steady state (each epoch's first fetch,
+which starts a new iterator, is left out). Its levels are XProf's input-pipeline analysis
 (the TensorFlow profiler's "Input Pipeline Analyzer"): 20% or more of the step time
 waiting for input is "highly input-bound", 5% or more "moderately input-bound".
 `input_pipeline_config` turns the callback's tf.data lint events into the exact
@@ -27,15 +28,24 @@ MIN_WAIT_MS = 1.0
 MIN_STEPS = 20
 
 
+def _epoch_first_steps(run: RunSignals, waits: sig.Series) -> np.ndarray:
+    """The first step of the run and of each epoch: its fetch also starts a new iterator
+    (fills shuffle buffers, opens files), a cost paid once per epoch, not per step."""
+    epochs = run.get(sig.EPOCH_LOSS)
+    later = epochs.steps + 1 if epochs is not None else np.array([], np.int64)
+    return np.concatenate([waits.steps[:1], later])
+
+
 def input_share(run: RunSignals) -> tuple[float, float, float, int, int] | None:
     """(share of step time waiting, mean wait ms, mean step ms, first step, last step) over the
-    steps with both measurements; None when there are too few."""
+    steady-state steps with both measurements; None when there are too few."""
     waits, steps = run.get(sig.INPUT_WAIT_MS), run.get(sig.STEP_TIME_MS)
-    if waits is None or steps is None:
+    if waits is None or steps is None or len(waits) == 0:
         return None
     common, wait_at, step_at = np.intersect1d(waits.steps, steps.steps, return_indices=True)
     wait, step = waits.values[wait_at], steps.values[step_at]
     keep = np.isfinite(wait) & np.isfinite(step) & (step > 0) & (wait >= 0)
+    keep &= ~np.isin(common, _epoch_first_steps(run, waits))
     if keep.sum() < MIN_STEPS:
         return None
     wait, step, common = np.minimum(wait[keep], step[keep]), step[keep], common[keep]
@@ -175,7 +185,7 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
             Finding(
                 code="input_pipeline_config",
                 severity=severity,
-                step=None,
+                step=event.get("step") if isinstance(event.get("step"), int) else None,  # the fit() it was found at
                 title=title.format(**fields),
                 detail=why.format(**fields) + cost + f" (tf.data op: {event.get('stage', '?')})",
                 evidence=Evidence(("events",), None, None, event["check"]),
