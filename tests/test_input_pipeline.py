@@ -197,3 +197,8 @@ def test_healthy_twin_of_the_lint_run_is_quiet(tmp_path):
     _run, findings = train(tmp_path, well_built(), model=image_model())
     assert not [f for f in findings if f.code == "input_pipeline_config"]
     assert not [f for f in findings if f.severity >= Severity.WARNING]
+
+
+def test_keras_own_class_weight_map_is_not_blamed_on_the_user(tmp_path):
+    _run, findings = train(tmp_path, well_built(), model=image_model(), class_weight={0: 1.0, 1: 2.0, 2: 1.0, 3: 1.0})
+    assert not [f for f in findings if f.code == "input_pipeline_config"]

@@ -62,6 +62,8 @@ _VECTORIZABLE_OPS = {
     "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Maximum", "Minimum", "ClipByValue", "Abs", "Tanh",
     "Sigmoid", "Relu", "OneHot", "Less", "Greater", "LessEqual", "GreaterEqual", "Equal", "Select", "SelectV2",
 }  # fmt: skip
+# The map Keras itself adds for fit(class_weight=...), followed by its own prefetch.
+_KERAS_OWN_MAP = "class_weights_map_fn"
 # Shuffle buffers below this share of the elements shuffle only locally.
 SMALL_SHUFFLE_FRACTION = 0.1
 
@@ -134,10 +136,13 @@ def pipeline_stages(dataset: tf.data.Dataset) -> list[Stage]:
         inputs = [_clean(i) for i in node.input if not i.startswith("^")]
         upstream = next((i for i in inputs if i in datasets), None)
         constants = tuple(_scalar_constant(nodes[i]) for i in inputs if i not in datasets)
+        functions = [value.func.name for value in node.attr.values() if value.func.name]
+        if any(_KERAS_OWN_MAP in function for function in functions):
+            name = upstream  # Keras' own stage (with `class_weight=`), not the user's to change
+            continue
         ops: set[str] = set()
-        for value in node.attr.values():
-            if value.func.name:
-                ops |= _function_ops(graph, value.func.name, set())
+        for function in functions:
+            ops |= _function_ops(graph, function, set())
         elements = None
         if node.op == "TensorSliceDataset" and inputs:
             shape = nodes[inputs[0]].attr["value"].tensor.tensor_shape if nodes[inputs[0]].op == "Const" else None
