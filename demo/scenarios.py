@@ -91,7 +91,7 @@ def healthy_mlp(log_dir: str, seed: int = 0):
     x, y = _classes(1200, 10, 4, seed)
     model = _mlp(10, 4)
     model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
-    return _fit(model, x, y, log_dir, epochs=8)
+    return _fit(model, x, y, log_dir, epochs=25)
 
 
 def healthy_cnn(log_dir: str, seed: int = 0):
@@ -99,7 +99,7 @@ def healthy_cnn(log_dir: str, seed: int = 0):
     x, y = _images(800, seed)
     model = _small_cnn()
     model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
-    return _fit(model, x, y, log_dir, epochs=6)
+    return _fit(model, x, y, log_dir, epochs=20)
 
 
 def healthy_regression(log_dir: str, seed: int = 0):
@@ -107,7 +107,7 @@ def healthy_regression(log_dir: str, seed: int = 0):
     x, y = _regression(1500, 6, seed)
     model = _mlp(6, 1, hidden=(64, 64), activation="tanh")
     model.compile(keras.optimizers.Adam(1e-3), "mse")
-    return _fit(model, x, y, log_dir, epochs=10)
+    return _fit(model, x, y, log_dir, epochs=25)
 
 
 def healthy_sgd(log_dir: str, seed: int = 0):
@@ -149,7 +149,7 @@ def healthy_pipeline(log_dir: str, seed: int = 0):
     validation = tf.data.Dataset.from_tensor_slices((x[640:], y[640:])).batch(64).prefetch(autotune)
     model = _small_cnn()
     model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
-    return _fit_dataset(model, train, log_dir, epochs=6, validation=validation)
+    return _fit_dataset(model, train, log_dir, epochs=15, validation=validation)
 
 
 # -- broken runs ------------------------------------------------------------------------
@@ -275,6 +275,28 @@ def training_crash(log_dir: str, seed: int = 0):
         return None  # recorded by HealthCallback before it propagated
 
 
+def sorted_validation_split(log_dir: str, seed: int = 0):
+    """Data sorted by class and validation_split (the last rows): validation holds a class
+    training never sees, so validation accuracy sits near zero."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(900, 10, 3, seed)
+    order = np.argsort(y, kind="stable")
+    model = _mlp(10, 3)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x[order], y[order], log_dir, epochs=5, validation_split=float(np.mean(y == 2)))
+
+
+def zeroed_inputs(log_dir: str, seed: int = 0):
+    """uint8 pixels 'normalised' with integer division (x // 255): every input is 0, so the
+    model can only learn the class frequencies: its loss sits at their entropy."""
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    pixels = np.clip(x * 100 + 100, 0, 254).astype("uint8")
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, (pixels // 255).astype("float32"), y, log_dir, epochs=4)
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
@@ -299,4 +321,6 @@ SCENARIOS = (
     Scenario("training_crash", training_crash, ("training_crash",)),
     Scenario("input_bound", input_bound, ("input_bound", "input_pipeline_config")),
     Scenario("bad_pipeline", bad_pipeline, ("input_pipeline_config",)),
+    Scenario("sorted_validation_split", sorted_validation_split, ("label_problem",)),
+    Scenario("zeroed_inputs", zeroed_inputs, ("loss_plateau",)),
 )

@@ -33,6 +33,8 @@ SCALARS_PLUGIN = "scalars"
 # discrete events are separate records and never downsampled.
 DEFAULT_DOWNSAMPLE = 5000
 
+# Keras' names for classification accuracy in `logs` (one is enough).
+ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy")
 OUR_SCALARS = {
     schema.TAG_LOSS: sig.LOSS,
     schema.TAG_GRAD_NORM: sig.GRAD_NORM,
@@ -44,6 +46,8 @@ OUR_SCALARS = {
     schema.TAG_DEVICE_MEMORY_MB: sig.DEVICE_MEMORY_MB,
     schema.epoch_tag("loss"): sig.EPOCH_LOSS,
     schema.epoch_tag("val_loss"): sig.EPOCH_VAL_LOSS,
+    **{schema.epoch_tag(key): sig.EPOCH_ACCURACY for key in ACCURACY_KEYS},
+    **{schema.epoch_tag("val_" + key): sig.EPOCH_VAL_ACCURACY for key in ACCURACY_KEYS},
 }
 OUR_LAYER_TENSORS = {
     schema.TAG_LAYER_GRAD_NORM: sig.LAYER_GRAD_NORM,

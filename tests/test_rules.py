@@ -242,3 +242,62 @@ def test_input_bound_needs_both_series_and_enough_steps():
 
     assert check_input_bound(run_with(input_wait_ms=np.full(300, 50.0))) == []
     assert check_input_bound(run_with(input_wait_ms=np.full(10, 50.0), step_time_ms=np.full(10, 60.0))) == []
+
+
+def epochs_run(train: np.ndarray, val: np.ndarray | None) -> RunSignals:
+    steps = 100 * np.arange(1, len(train) + 1)
+    series = {sig.EPOCH_LOSS: Series.of(steps, train)}
+    if val is not None:
+        series[sig.EPOCH_VAL_LOSS] = Series.of(steps, val)
+    return RunSignals("r", series=series)
+
+
+@pytest.mark.parametrize(
+    ("train", "val", "fires"),
+    [
+        (2.0 * 0.9 ** np.arange(8), 2.1 * 0.92 ** np.arange(8), True),  # cut short: -8%/epoch to the end
+        (0.3 + 2.0 * np.exp(-np.arange(20)), 0.35 + 2.0 * np.exp(-np.arange(20)), False),  # converged
+        (2.0 * 0.5 ** np.arange(20), 2.0 * 0.5 ** np.arange(20), False),  # fitted to ~0: nothing left to gain
+        (2.0 * 0.9 ** np.arange(8), None, False),  # no validation: not judged
+        (2.0 * 0.9 ** np.arange(8), [*(2.0 * 0.9 ** np.arange(4)), 1.5, 1.6, 1.55, 1.7], False),  # val turned
+        (2.0 * 0.9 ** np.arange(3), 2.0 * 0.9 ** np.arange(3), False),  # too few epochs
+    ],
+    ids=["cut-short", "converged", "fitted-to-zero", "no-validation", "val-turned", "three-epochs"],
+)
+def test_undertrained(train, val, fires):
+    from tb_trainhealth.rules.undertrained import check_undertrained
+
+    val = None if val is None else np.asarray(val, dtype=np.float64)
+    found = check_undertrained(epochs_run(np.asarray(train, dtype=np.float64), val))
+    assert bool(found) == fires
+    if fires:
+        assert found[0].severity == Severity.WARNING and "per epoch" in found[0].title
+
+
+@pytest.mark.parametrize(("level", "fires"), [(1.0986, True), (1.09, True), (0.9, False), (0.5, False)])
+def test_loss_at_the_constant_baseline_is_a_plateau_naming_it(level, fires):
+    loss = np.concatenate([np.linspace(1.5, level, 50), level * np.exp(0.05 * RNG.normal(size=450))])
+    run = run_with(loss=loss)
+    run.events.append(
+        {
+            "kind": "lint",
+            "check": "label_statistics",
+            "loss": "sparse_categorical_crossentropy",
+            "class_counts": [100, 100, 100],
+        }
+    )
+    found = [f for f in check_loss_plateau(run) if "baseline" in f.title]
+    assert bool(found) == fires
+    if fires:
+        assert "1.099" in found[0].title and found[0].step == 251
+
+
+def test_negative_cross_entropy_is_a_label_problem():
+    from tb_trainhealth.rules.training_data import check_label_problem
+
+    run = run_with(loss=np.linspace(0.7, -0.4, 100))
+    run.info["loss"] = "binary_crossentropy"
+    (finding,) = check_label_problem(run)
+    assert finding.code == "label_problem" and finding.severity == Severity.CRITICAL and "negative" in finding.title
+    run.info["loss"] = "mean_squared_error"  # not a cross-entropy: a negative value is no claim here
+    assert check_label_problem(run) == []

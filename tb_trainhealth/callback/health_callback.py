@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
+from tb_trainhealth.callback.data_lint import BatchLint
 from tb_trainhealth.callback.health_writer import HealthWriter
 from tb_trainhealth.callback.input_probe import InputProbe
 from tb_trainhealth.callback.model_lint import lint_model
@@ -135,6 +136,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._steps_per_call = 1
         self._base_step = 0
         self._input = InputProbe(steps_per_execution=0)
+        self._batch_lint: BatchLint | None = None
         self.findings: list[Finding] = []
         self.oom_handled_by_caller = False
 
@@ -173,6 +175,8 @@ class HealthCallback(keras.callbacks.Callback):
         model = self.model
         self._steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
         self._input = InputProbe(self._steps_per_call if self.measure_input else 0)
+        self._batch_lint = BatchLint(model)
+        self._input.inspect = self._inspect_batch
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit.
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
@@ -223,6 +227,25 @@ class HealthCallback(keras.callbacks.Callback):
             event["step"] = self._base_step
             if event not in self._pending_events:
                 self._record_event(event)
+
+    def _inspect_batch(self, batch: Any) -> None:
+        """First batches of a fit, on the host before their step: labels vs loss, input scale."""
+        try:
+            for event in self._batch_lint.inspect(batch):
+                self._record_event({**event, "step": self._base_step})
+        except Exception as err:
+            self._input.inspect = None
+            self._disable("batch lint", err)
+            return
+        if self._batch_lint.done:
+            self._input.inspect = None
+
+    @_guarded("batch lint")
+    def _finish_batch_lint(self) -> None:
+        if self._batch_lint is None or self._recorder is None:
+            return
+        for event in self._batch_lint.finish():
+            self._record_event({**event, "step": self._base_step})
 
     @_guarded("crashes")
     def _wrap_step_functions(self) -> None:
@@ -313,6 +336,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     def _finish(self) -> None:
         atexit.unregister(self._finish)
+        self._finish_batch_lint()
         self._drain()
         self._diagnose()
         self._write_events()
@@ -464,9 +488,10 @@ class HealthCallback(keras.callbacks.Callback):
         step = self._step
         epoch_values = {schema.epoch_tag(key): v for key, v in values.items()}
         self._writer.write_scalars(step, {**epoch_values, schema.epoch_tag("epoch"): float(epoch + 1)})
-        for key, name in (("loss", sig.EPOCH_LOSS), ("val_loss", sig.EPOCH_VAL_LOSS)):
-            if key in values:
-                self._recorder.add_series(name, np.array([step]), np.array([values[key]]))
+        for key, value in values.items():
+            name = SERIES_OF_TAG.get(schema.epoch_tag(key))
+            if name is not None:
+                self._recorder.add_series(name, np.array([step]), np.array([value]))
 
     # -- online diagnosis ---------------------------------------------------------------
     def _record_event(self, event: dict[str, Any]) -> None:

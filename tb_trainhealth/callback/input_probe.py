@@ -30,9 +30,10 @@ import tensorflow as tf
 class TimedBatches:
     """A one-batch-at-a-time view of a tf.data (or distributed) iterator that times each fetch."""
 
-    def __init__(self, iterator: Any, waits_ms: list[float]):
+    def __init__(self, iterator: Any, waits_ms: list[float], inspect: Callable[[Any], None] | None = None):
         self._iterator = iterator
         self._waits_ms = waits_ms
+        self._inspect = inspect
 
     def __iter__(self) -> TimedBatches:
         return self
@@ -43,6 +44,8 @@ class TimedBatches:
         # loop turns into the end of the epoch, exactly as with its in-graph fetch.
         batch = self._iterator.get_next()
         self._waits_ms.append((time.perf_counter() - start) * 1000.0)
+        if self._inspect is not None:
+            self._inspect(batch)  # before the step runs: a batch that crashes it is still seen
         return batch
 
 
@@ -52,10 +55,12 @@ class InputProbe:
     def __init__(self, steps_per_execution: int):
         self.enabled = steps_per_execution == 1
         self.waits_ms: list[float] = []
+        # Called with the first batches on the host (first-batch lint), until set to None.
+        self.inspect: Callable[[Any], None] | None = None
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         if self.enabled and isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
-            return train_function(TimedBatches(iterator, self.waits_ms))
+            return train_function(TimedBatches(iterator, self.waits_ms, self.inspect))
         return train_function(iterator)
 
     def take_waits(self) -> list[float]:

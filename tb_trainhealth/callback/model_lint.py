@@ -15,24 +15,37 @@ PROBABILISTIC_LOSSES = {
     "categorical_crossentropy": "CategoricalCrossentropy",
     "binary_crossentropy": "BinaryCrossentropy",
 }
-_LOSS_CLASSES = {v: k for k, v in PROBABILISTIC_LOSSES.items()}
+REGRESSION_LOSSES = {
+    "mean_squared_error": "MeanSquaredError",
+    "mean_absolute_error": "MeanAbsoluteError",
+    "huber": "Huber",
+    "mean_squared_logarithmic_error": "MeanSquaredLogarithmicError",
+    "log_cosh": "LogCosh",
+    "mean_absolute_percentage_error": "MeanAbsolutePercentageError",
+}
+_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error", "msle": "mean_squared_logarithmic_error",
+            "mape": "mean_absolute_percentage_error", "logcosh": "log_cosh", "huber_loss": "huber"}  # fmt: skip
+_LOSS_CLASSES = {v: k for k, v in {**PROBABILISTIC_LOSSES, **REGRESSION_LOSSES}.items()}
 
 
-def _loss_of(model: keras.Model) -> tuple[str | None, bool | None]:
-    """(canonical loss name, from_logits) for a single cross-entropy loss, else (None, None)."""
+def loss_of(model: keras.Model) -> tuple[str | None, bool | None]:
+    """(canonical loss name, from_logits) for a single built-in cross-entropy or regression
+    loss (from_logits is None for regression losses), else (None, None)."""
     loss = getattr(model, "loss", None)
     if isinstance(loss, str):
-        name = loss.lower()
-        return (name, False) if name in PROBABILISTIC_LOSSES else (None, None)
+        name = _ALIASES.get(loss.lower(), loss.lower())
+        if name in PROBABILISTIC_LOSSES:
+            return name, False
+        return (name, None) if name in REGRESSION_LOSSES else (None, None)
     if isinstance(loss, keras.losses.Loss):
         name = _LOSS_CLASSES.get(type(loss).__name__)
-        if name is None:
-            return None, None
+        if name is None or name in REGRESSION_LOSSES:
+            return name, None
         return name, bool(loss.get_config().get("from_logits", False))
     return None, None
 
 
-def _output_activation(model: keras.Model) -> tuple[str | None, str | None, int | None]:
+def output_activation(model: keras.Model) -> tuple[str | None, str | None, int | None]:
     """(activation name, layer name, units) of the model's last layer, when it is knowable."""
     layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
     if not layers:
@@ -54,9 +67,9 @@ def _output_activation(model: keras.Model) -> tuple[str | None, str | None, int 
 
 
 def lint_model(model: keras.Model) -> list[dict[str, Any]]:
-    loss, from_logits = _loss_of(model)
-    activation, layer, units = _output_activation(model)
-    if loss is None or activation is None:
+    loss, from_logits = loss_of(model)
+    activation, layer, units = output_activation(model)
+    if loss not in PROBABILISTIC_LOSSES or activation is None:
         return []
     base = {
         "kind": "lint",
@@ -76,4 +89,6 @@ def lint_model(model: keras.Model) -> list[dict[str, Any]]:
         problems.append("softmax_single_unit")
     if activation == "sigmoid" and loss == "categorical_crossentropy" and (units or 0) > 1:
         problems.append("sigmoid_with_categorical")
+    if activation == "relu":
+        problems.append("relu_with_cross_entropy")
     return [{**base, "check": problem} for problem in problems]

@@ -20,6 +20,8 @@ from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
+from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
 
 Rule = Callable[[RunSignals], list[Finding]]
@@ -38,4 +40,7 @@ ALL_RULES: tuple[Rule, ...] = (
     check_output_loss_mismatch,
     check_input_bound,
     check_input_pipeline_config,
+    check_label_problem,
+    check_unnormalized_input,
+    check_undertrained,
 )

@@ -16,6 +16,7 @@ from tb_trainhealth.signals import RunSignals
 SHAPE_MISMATCH = "shape mismatch"
 DTYPE = "dtype"
 DATA_LOADING = "data loading"
+LABELS = "labels out of range"
 OUT_OF_MEMORY = "out of memory"
 NONFINITE_CHECK = "non-finite check"
 OTHER = "other"
@@ -36,6 +37,13 @@ _CATEGORY_PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             r"Invalid JPEG|Invalid PNG|Unknown image file format|decode_(jpeg|png|image)|DecodeJpeg|DecodePng|"
             r"Error in user-defined function passed to|IteratorGetNext|TFRecord",
             re.I,
+        ),
+    ),
+    (
+        LABELS,
+        (),
+        re.compile(
+            r"label value of -?\d+ which is outside the valid range|labels? .* out of (the )?(valid )?range", re.I
         ),
     ),
     (
@@ -69,6 +77,63 @@ _OP = re.compile(r"(?:\bnode|\bNode:|\bop)\s+'?([A-Za-z0-9_/.-]+)'?|\[Op:([A-Za-
 _WRAPPER = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\](?: name: \S*)?")
 
 
+_TARGET_OUTPUT = re.compile(r"target\.shape=(\([^)]*\)), output\.shape=(\([^)]*\))")
+_UNEQUAL_DIMS = re.compile(r"Dimensions must be equal, but are (\d+) and (\d+)")
+
+SPARSE_FOR_IDS = Fix(
+    "The labels are class ids: use the sparse loss (or one-hot encode the labels).",
+    "loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # y like [3, 0, 2]\n"
+    "# or: y = keras.utils.to_categorical(y, num_classes)",
+)
+CATEGORICAL_FOR_ONE_HOT = Fix(
+    "The labels are one-hot rows: use the categorical loss (or turn them into class ids).",
+    "loss = keras.losses.CategoricalCrossentropy(from_logits=True)\n# or: y = np.argmax(y, axis=-1)",
+)
+FLATTEN_FIX = Fix(
+    "Flatten (or pool) the feature maps before the Dense head: a Dense layer on a 4-D tensor keeps the "
+    "spatial axes, so the model outputs one prediction per pixel.",
+    "keras.layers.GlobalAveragePooling2D()  # or keras.layers.Flatten(), before the last Dense layers",
+)
+RETURN_SEQUENCES_FIX = Fix(
+    "The output still has a time axis: return_sequences=True on the last recurrent layer gives one output per "
+    "time step. Leave it off for one output per sequence (or pool over time after a Conv1D).",
+    "keras.layers.LSTM(64)  # return_sequences=False before the Dense classifier",
+)
+
+
+def _rank(shape: str) -> int:
+    return len([part for part in shape.strip("()").split(",") if part.strip()])
+
+
+def _shape_cause(message: str) -> tuple[str, tuple[Fix, ...]] | None:
+    """The likely mistake behind Keras' loss shape errors, with the shapes quoted."""
+    match = _TARGET_OUTPUT.search(message)
+    if match:
+        target, output = match.groups()
+        quoted = f"labels {target} vs model output {output}"
+        if _rank(output) >= 4:
+            return f"a missing Flatten/pooling before the Dense head ({quoted})", (FLATTEN_FIX,)
+        if _rank(output) == 3 and _rank(target) <= 2:
+            return f"return_sequences left on, or no pooling over time ({quoted})", (RETURN_SEQUENCES_FIX,)
+        if "target.ndim - 1" in message and _rank(target) == _rank(output):
+            return f"one-hot labels with a sparse loss ({quoted})", (CATEGORICAL_FOR_ONE_HOT,)
+        if "same rank" in message and _rank(target) < _rank(output):
+            return f"class-id labels with categorical_crossentropy ({quoted})", (SPARSE_FOR_IDS,)
+    match = _UNEQUAL_DIMS.search(message)
+    if match:
+        first, second = match.groups()
+        return (
+            f"the last layer's width does not match the labels' ({first} vs {second})",
+            (
+                Fix(
+                    "Give the last layer as many units as the labels have columns (one per target or class).",
+                    "keras.layers.Dense(y_train.shape[-1])",
+                ),
+            ),
+        )
+    return None
+
+
 def classify(error_type: str, message: str) -> str:
     for category, types, pattern in _CATEGORY_PATTERNS:
         if error_type in types or pattern.search(message):
@@ -80,7 +145,8 @@ def _fixes(category: str, message: str) -> tuple[Fix, ...]:
     shapes = _SHAPE.findall(message)[:2]
     if category == SHAPE_MISMATCH:
         quoted = f" (shapes in the message: {' vs '.join(shapes)})" if shapes else ""
-        return (
+        cause = _shape_cause(message)
+        return (cause[1] if cause else ()) + (
             Fix(
                 f"Compare the model's output shape with the labels' shape{quoted}.",
                 "print(model.output_shape, y_train.shape)",
@@ -98,6 +164,14 @@ def _fixes(category: str, message: str) -> tuple[Fix, ...]:
                 "For sequence models, return_sequences=True on the last recurrent layer gives one output per "
                 "time step; leave it off for one output per sequence.",
                 "keras.layers.LSTM(64)  # return_sequences=False before a Dense classifier",
+            ),
+        )
+    if category == LABELS:
+        return (
+            Fix(
+                "A label is outside the class ids the last layer has (0..units-1): give it one unit per class, "
+                "or map the labels to 0..K-1.",
+                "classes, y = np.unique(y, return_inverse=True)\nkeras.layers.Dense(len(classes))",
             ),
         )
     if category == DTYPE:
@@ -193,6 +267,9 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
     detail = f"{error_type} at step {crash['step']}{where}: {first_line}"
     if ops:
         detail += f" (op: {ops[0]})"
+    cause = _shape_cause(message) if category == SHAPE_MISMATCH else None
+    if cause:
+        detail += f". Likely cause: {cause[0]}."
     return [
         Finding(
             code="training_crash",

@@ -13,6 +13,7 @@ from tb_trainhealth.rules.series_math import (
     rolling_median,
     smoothing_window,
 )
+from tb_trainhealth.rules.training_data import has_constant_input
 from tb_trainhealth.signals import RunSignals
 
 MIN_POINTS = 10
@@ -122,6 +123,8 @@ def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int,
 
 
 def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
+    if has_constant_input(run):
+        return []  # zero inputs give the first layer zero gradients: unnormalized_input says why
     found = _first_and_last_layer(run)
     if found is None:
         return []

@@ -24,6 +24,7 @@ from tb_trainhealth.rules.series_math import (
     tail_level,
     trailing_median,
 )
+from tb_trainhealth.rules.training_data import constant_baseline
 from tb_trainhealth.signals import RunSignals, Series
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
@@ -50,6 +51,17 @@ SPIKE_FACTOR = 10.0
 PLATEAU_PROGRESS = 0.05
 # ...or, on very noisy short curves, less than this many standard errors of that difference.
 PLATEAU_NOISE_ERRORS = 2.0
+# Constant predictor: the second half's loss within this share of the loss a model that
+# ignores its input reaches (label entropy for cross-entropy, target variance for MSE).
+BASELINE_TOLERANCE = 0.03
+# Train-start lint findings that leave a model stuck at that baseline.
+_LINT_CAUSES = (
+    "probabilities_as_logits", "logits_as_probabilities", "softmax_single_unit", "sigmoid_with_categorical",
+    "relu_with_cross_entropy", "targets_out_of_output_range", "single_class", "unnormalized_input",
+    "labels_outside_unit_interval", "constant_input",
+)  # fmt: skip
+# A peak learning rate below this is a likely reason for no progress.
+LOW_LR = 1e-5
 # Oscillation: no progress (the second half's median at least 90% of the untrained
 # loss: a learning rate too high to settle does no better than the untrained model;
 # minibatch noise around real progress stays below that), and the second half swings
@@ -184,6 +196,38 @@ def _start_and_end(name: str, loss: Series) -> tuple[float, float, float]:
     return float(np.median(head)), float(np.median(tail)), float(error)
 
 
+def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[float, str, int] | None:
+    """(baseline, how computed, step it settled) when the second half of the run sits at the
+    loss of a model that ignores its input: it predicts a constant."""
+    found = constant_baseline(run)
+    if found is None or found[0] <= 0:
+        return None
+    baseline, how = found
+    half = len(loss) // 2
+    late = loss.values[half:]
+    level = float(np.median(late)) if _is_noisy(name) else float(late[-1])
+    if abs(level / baseline - 1) > BASELINE_TOLERANCE or relative_spread(late) >= OSCILLATION_SPREAD:
+        return None
+    return baseline, how, int(loss.steps[half])
+
+
+def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
+    """What else is known goes first: a mistake found at train start, then a tiny learning rate."""
+    first: list[Fix] = []
+    known = [e.get("check") for e in run.events if e.get("kind") == "lint" and e.get("check") in _LINT_CAUSES]
+    if known:
+        first.append(
+            Fix(
+                f"Fix what the train-start checks found first ({', '.join(sorted(set(known)))}): "
+                "see those findings. A model that cannot fit its labels sits at the constant baseline."
+            )
+        )
+    lr = run.get(sig.LEARNING_RATE)
+    if lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR:
+        first.append(PLATEAU_FIXES[0])
+    return tuple(first) + tuple(f for f in PLATEAU_FIXES if f not in first)
+
+
 def check_loss_plateau(run: RunSignals) -> list[Finding]:
     found = training_loss(run)
     if found is None:
@@ -192,11 +236,29 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
     start, end, error = _start_and_end(name, loss)
     progress = (start - end) / max(abs(start), 1e-12)
     late = loss.values[len(loss) // 2 :]
+    first, last = int(loss.steps[0]), int(loss.steps[-1])
+    constant = _at_constant_baseline(run, name, loss)
+    if constant is not None:
+        baseline, how, settled = constant
+        return [
+            Finding(
+                code="loss_plateau",
+                severity=Severity.WARNING,
+                step=settled,
+                title=f"Loss settled at the constant-prediction baseline ({baseline:.4g}): the model ignores its input",
+                detail=(
+                    f"Training loss ({name}) sits at {end:.4g} from step {settled} on, within "
+                    f"{BASELINE_TOLERANCE:.0%} of {baseline:.4g}, {how}: what a model that predicts the same "
+                    "output for every input reaches. It learned the label distribution, nothing from the inputs."
+                ),
+                evidence=Evidence((name,), settled, last),
+                fixes=_plateau_fixes(run),
+            )
+        ]
     # A loss that got worse is not "too little learning": the divergence and oscillation rules own it.
     threshold = max(PLATEAU_PROGRESS, PLATEAU_NOISE_ERRORS * error)
     if abs(progress) >= threshold or relative_spread(late) >= OSCILLATION_SPREAD:
         return []
-    first, last = int(loss.steps[0]), int(loss.steps[-1])
     return [
         Finding(
             code="loss_plateau",
@@ -208,26 +270,29 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
                 f"over {len(loss)} points (steps {first}-{last})."
             ),
             evidence=Evidence((name,), first, last),
-            fixes=(
-                Fix(
-                    "Raise the learning rate (the default 1e-3 for Adam is a good start; SGD often needs 1e-2 to 1e-1).",
-                    "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=..., metrics=...)",
-                ),
-                Fix(
-                    "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",
-                    "print(np.unique(y_train, return_counts=True))",
-                ),
-                Fix(
-                    "Normalise the inputs to zero mean and unit variance.",
-                    "norm = keras.layers.Normalization(); norm.adapt(x_train)  # first layer of the model",
-                ),
-                Fix(
-                    "Make sure the layers you expect to train are trainable.",
-                    "print([(l.name, l.trainable) for l in model.layers])",
-                ),
-            ),
+            fixes=_plateau_fixes(run),
         )
     ]
+
+
+PLATEAU_FIXES = (
+    Fix(
+        "Raise the learning rate (the default 1e-3 for Adam is a good start; SGD often needs 1e-2 to 1e-1).",
+        "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=..., metrics=...)",
+    ),
+    Fix(
+        "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",
+        "print(np.unique(y_train, return_counts=True))",
+    ),
+    Fix(
+        "Normalise the inputs to zero mean and unit variance.",
+        "norm = keras.layers.Normalization(); norm.adapt(x_train)  # first layer of the model",
+    ),
+    Fix(
+        "Make sure the layers you expect to train are trainable.",
+        "print([(l.name, l.trainable) for l in model.layers])",
+    ),
+)
 
 
 def check_loss_oscillation(run: RunSignals) -> list[Finding]:

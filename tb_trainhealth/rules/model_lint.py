@@ -29,6 +29,19 @@ _EXPLAIN = {
         "Binary task: one sigmoid unit (or one logit with from_logits=True); K classes: K softmax units.",
         'keras.layers.Dense(1, activation="sigmoid")  # with loss="binary_crossentropy"',
     ),
+    "relu_with_cross_entropy": (
+        "The last layer {layer} applies relu, but cross-entropy needs probabilities (softmax/sigmoid) or "
+        "unbounded logits: relu outputs are never negative and are 0 for every class that is 'off', so the "
+        "loss cannot express confidence and gradients die at 0.",
+        "Output logits (no activation) and tell the loss.",
+        'keras.layers.Dense({units}, name="{layer}")  # no activation\nloss = keras.losses.{cls}(from_logits=True)',
+    ),
+    "targets_out_of_output_range": (
+        "The last layer {layer} applies {activation}, which can only output {output_range}, but the targets "
+        "range {label_min:.4g} to {label_max:.4g}: the model can never reach them, so the loss stalls high.",
+        "For regression, use a linear output (or scale the targets into the activation's range and back).",
+        'keras.layers.Dense(1, name="{layer}")  # linear output for unbounded targets',
+    ),
     "sigmoid_with_categorical": (
         "The last layer {layer} applies sigmoid to {units} units, but categorical cross-entropy expects a "
         "softmax distribution over the classes.",
@@ -36,6 +49,17 @@ _EXPLAIN = {
         'keras.layers.Dense({units}, activation="softmax")',
     ),
 }
+
+
+# The model cannot learn the task at all with these.
+_CRITICAL = ("softmax_single_unit", "targets_out_of_output_range")
+
+
+def _interval(bounds: object) -> str:
+    if not isinstance(bounds, list) or len(bounds) != 2:
+        return "a bounded range"
+    low, high = ("-inf" if bounds[0] is None else f"{bounds[0]:g}"), ("inf" if bounds[1] is None else f"{bounds[1]:g}")
+    return f"[{low}, {high}]"
 
 
 def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
@@ -50,12 +74,15 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
             "activation": event.get("activation") or "?",
             "units": event.get("units") or "K",
             "cls": _LOSS_CLASS.get(str(event.get("loss")), "CategoricalCrossentropy"),
+            "output_range": _interval(event.get("output_range")),
+            "label_min": float(event.get("label_min", 0.0)),
+            "label_max": float(event.get("label_max", 0.0)),
         }
         detail, fix_text, fix_code = (part.format(**fields) for part in _EXPLAIN[check])
         findings.append(
             Finding(
                 code="output_loss_mismatch",
-                severity=Severity.CRITICAL if check == "softmax_single_unit" else Severity.WARNING,
+                severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
                 step=None,
                 title=f"Last layer and loss do not fit: {check.replace('_', ' ')}",
                 detail=detail,

@@ -13,6 +13,7 @@ import numpy as np
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
+from tb_trainhealth.rules.training_data import validation_never_seen
 from tb_trainhealth.signals import RunSignals
 
 # Evaluations after the best validation loss before calling it (Keras EarlyStopping
@@ -29,8 +30,8 @@ MIN_RISE_CORRELATION = 0.7
 
 def check_overfitting(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
-    if train is None or val is None:
-        return []
+    if train is None or val is None or validation_never_seen(run):
+        return []  # (a validation set of unseen classes is a label_problem, not overfitting)
     val = finite_part(val)
     if len(val) < PATIENCE + 2:
         return []

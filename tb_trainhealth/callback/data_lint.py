@@ -1,0 +1,236 @@
+"""First-batch lint: do the labels fit the loss and the last layer, is the input on a
+trainable scale? And label statistics for the constant-predictor baseline.
+
+The batches come from the input-wait probe, which already holds each one on the
+host before its step runs, so a label mistake that crashes the first step is still
+recorded. Checks run on the first batch; class counts and target moments gather
+over the first `LABEL_BATCHES` batches. Returns plain events; the read-side rules
+`label_problem`, `output_loss_mismatch` and `unnormalized_input` explain them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tb_trainhealth.callback.model_lint import REGRESSION_LOSSES, loss_of, output_activation
+
+LABEL_BATCHES = 20
+# What each last-layer activation can output (None: unbounded on that side).
+OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "sigmoid": (0.0, 1.0),
+    "softmax": (0.0, 1.0),
+    "tanh": (-1.0, 1.0),
+    "relu": (0.0, None),
+    "softplus": (0.0, None),
+    "elu": (-1.0, None),
+}
+# Inputs whose typical magnitude is beyond this are far outside the scale weights are
+# initialised for (Glorot/He assume unit-variance inputs): raw 0-255 pixels, prices, counts.
+UNNORMALIZED_SCALE = 20.0
+# Layers that normalise or look up their input themselves: their models take raw values.
+_SELF_SCALING = (
+    "Rescaling",
+    "Normalization",
+    "BatchNormalization",
+    "LayerNormalization",
+    "GroupNormalization",
+    "UnitNormalization",
+    "Embedding",
+    "StringLookup",
+    "IntegerLookup",
+    "TextVectorization",
+    "Hashing",
+    "CategoryEncoding",
+    "Discretization",
+)
+# Share of one class in the sampled labels above which the labels cannot teach anything.
+SINGLE_CLASS_SHARE = 0.99
+MAX_TRACKED_CLASSES = 1000
+
+
+def _split(batch: Any) -> tuple[Any, Any]:
+    if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+        return batch[0], batch[1]
+    return batch, None
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """A plain tensor's values on the host; None for dicts, ragged, per-replica values."""
+    if isinstance(value, np.ndarray):
+        return value
+    if tf.is_tensor(value) and not isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+        return value.numpy()
+    return None
+
+
+def _is_integral(values: np.ndarray) -> bool:
+    return values.size > 0 and np.issubdtype(values.dtype, np.number) and bool(np.all(np.mod(values, 1) == 0))
+
+
+def check_labels(loss: str, units: int | None, labels: np.ndarray) -> list[dict[str, Any]]:
+    """Labels that do not fit the loss (each check as Keras' losses define their targets)."""
+    if labels.size == 0 or not np.issubdtype(labels.dtype, np.number):
+        return []
+    low, high = float(np.min(labels)), float(np.max(labels))
+    base = {"loss": loss, "units": units, "label_min": low, "label_max": high, "label_shape": list(labels.shape)}
+    one_column = labels.ndim == 1 or labels.shape[-1] == 1
+    if loss == "categorical_crossentropy" and (units or 0) > 1 and one_column and _is_integral(labels):
+        return [{**base, "check": "integer_labels_for_categorical"}]
+    if loss == "sparse_categorical_crossentropy" and labels.ndim >= 2 and labels.shape[-1] > 1:
+        rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
+        if rows_one_hot:
+            return [{**base, "check": "onehot_labels_for_sparse"}]
+    if loss == "sparse_categorical_crossentropy" and units and (high >= units or low < 0):
+        return [{**base, "check": "label_out_of_range"}]
+    if loss == "binary_crossentropy" and (low < 0 or high > 1):
+        classes = int(high) + 1 if _is_integral(labels) and low >= 0 else None
+        return [{**base, "check": "labels_outside_unit_interval", "classes": classes}]
+    return []
+
+
+def check_output_range(loss: str, activation: str, layer: str, targets: np.ndarray) -> list[dict[str, Any]]:
+    """Regression targets the last layer's activation cannot produce."""
+    if loss not in REGRESSION_LOSSES or activation not in OUTPUT_RANGES or targets.size == 0:
+        return []
+    low, high = OUTPUT_RANGES[activation]
+    target_low, target_high = float(np.min(targets)), float(np.max(targets))
+    below = low is not None and target_low < low - 1e-6
+    above = high is not None and target_high > high + 1e-6
+    if not (below or above):
+        return []
+    return [
+        {
+            "check": "targets_out_of_output_range",
+            "loss": loss,
+            "layer": layer,
+            "activation": activation,
+            "output_range": [low, high],
+            "label_min": target_low,
+            "label_max": target_high,
+        }
+    ]
+
+
+def check_input_scale(model: keras.Model, inputs: np.ndarray) -> list[dict[str, Any]]:
+    """Float inputs far from unit scale, unless the model normalises them itself."""
+    if inputs.size == 0 or not np.issubdtype(inputs.dtype, np.floating):
+        return []
+    layers = [type(layer).__name__ for layer in getattr(model, "layers", [])[:3]]
+    if any(name in _SELF_SCALING for name in layers):
+        return []
+    finite = inputs[np.isfinite(inputs)]
+    if finite.size == 0:
+        return []
+    if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
+        return [{"check": "constant_input", "input_value": float(finite[0])}]
+    scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
+    if scale < UNNORMALIZED_SCALE:
+        return []
+    return [
+        {
+            "check": "unnormalized_input",
+            "input_rms": scale,
+            "input_min": float(finite.min()),
+            "input_max": float(finite.max()),
+        }
+    ]
+
+
+class BatchLint:
+    """Lints the first batch at once; gathers label statistics over the first LABEL_BATCHES."""
+
+    def __init__(self, model: keras.Model):
+        self.model = model
+        self.loss, _ = loss_of(model)
+        self.activation, self.layer, self.units = output_activation(model)
+        self.batches_seen = 0
+        self._class_counts: np.ndarray | None = None
+        self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
+        self._statistics_given = False
+
+    @property
+    def done(self) -> bool:
+        return self.batches_seen >= LABEL_BATCHES
+
+    def inspect(self, batch: Any) -> list[dict[str, Any]]:
+        """Events for this batch (checks on the first; label statistics after the last sampled one)."""
+        self.batches_seen += 1
+        inputs, labels = _split(batch)
+        labels = _as_array(labels)
+        events: list[dict[str, Any]] = []
+        if self.batches_seen == 1:
+            events += self._first_batch(_as_array(inputs), labels)
+        if labels is not None and self.loss is not None:
+            self._gather(labels)
+        if self.batches_seen == LABEL_BATCHES:
+            events += self.label_statistics()
+        return [{"kind": "lint", **event} for event in events]
+
+    def _first_batch(self, inputs: np.ndarray | None, labels: np.ndarray | None) -> list[dict[str, Any]]:
+        events = []
+        if inputs is not None:
+            events += check_input_scale(self.model, inputs)
+        if labels is not None and self.loss is not None:
+            events += check_labels(self.loss, self.units, labels)
+            if self.activation is not None:
+                events += check_output_range(self.loss, self.activation, self.layer, labels)
+        return events
+
+    def _gather(self, labels: np.ndarray) -> None:
+        if self.loss in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+            if labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
+                counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
+            elif _is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
+                counts = np.bincount(labels.astype(np.int64).reshape(-1))
+            else:
+                return
+            if self._class_counts is None:
+                self._class_counts = np.zeros(len(counts))
+            if len(counts) > len(self._class_counts):
+                self._class_counts = np.pad(self._class_counts, (0, len(counts) - len(self._class_counts)))
+            self._class_counts[: len(counts)] += counts
+        elif self.loss in REGRESSION_LOSSES or self.loss == "binary_crossentropy":
+            values = labels.astype(np.float64).reshape(-1)
+            values = values[np.isfinite(values)]
+            self._moments += (values.size, values.sum(), np.square(values).sum())
+
+    def label_statistics(self) -> list[dict[str, Any]]:
+        """Once: class counts (classification) or target mean/variance (regression), and
+        `single_class` when nearly every sampled label is one class."""
+        if self.loss is None or self._statistics_given or self.batches_seen == 0:
+            return []
+        self._statistics_given = True
+        stats: dict[str, Any] = {"check": "label_statistics", "loss": self.loss, "units": self.units}
+        stats["batches"] = self.batches_seen
+        events = []
+        if self._class_counts is not None and self._class_counts.sum() > 0:
+            counts = self._class_counts
+            stats["class_counts"] = counts.tolist()
+            top = int(np.argmax(counts))
+            share = float(counts[top] / counts.sum())
+            classes_expected = max(self.units or 0, len(counts))
+            if classes_expected > 1 and share >= SINGLE_CLASS_SHARE:
+                events.append(
+                    {
+                        "check": "single_class",
+                        "class": top,
+                        "share": share,
+                        "labels": int(counts.sum()),
+                        "batches": self.batches_seen,
+                    }
+                )
+        elif self._moments[0] > 0:
+            count, total, squares = self._moments
+            mean = total / count
+            stats.update(count=int(count), mean=float(mean), variance=float(max(squares / count - mean**2, 0.0)))
+        else:
+            return []
+        return [stats, *events]
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The label statistics of a fit shorter than LABEL_BATCHES batches."""
+        return [{"kind": "lint", **event} for event in self.label_statistics()]

@@ -1,0 +1,311 @@
+"""`label_problem` and `unnormalized_input`: data that cannot teach the model as given.
+
+From the callback's first-batch lint events (labels vs the loss, sampled class
+counts, input scale) and from the run's own curves: a cross-entropy loss below zero
+(only possible with labels outside their range) and a validation accuracy near zero
+while training accuracy is high (validation classes never seen in training, e.g.
+`validation_split` on class-sorted data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_trainhealth import signals as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.signals import RunSignals
+
+CROSS_ENTROPY_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy")
+# Cross-entropy cannot go below 0; allow float round-off.
+NEGATIVE_LOSS = -1e-4
+# Validation accuracy this far below chance (1/K), with training accuracy at least
+# TRAINED_ACCURACY: the validation classes were never in training.
+BELOW_CHANCE = 0.5
+TRAINED_ACCURACY = 0.6
+MIN_EPOCHS_BELOW_CHANCE = 2
+UNKNOWN_CLASSES_FLOOR = 0.05
+
+SHUFFLE_SPLIT_FIX = Fix(
+    "Shuffle before splitting (Keras' validation_split takes the last rows, before any shuffling), "
+    "or split with stratification.",
+    "from sklearn.model_selection import train_test_split\n"
+    "x_train, x_val, y_train, y_val = train_test_split(x, y, test_size=0.2, stratify=y, random_state=0)\n"
+    "model.fit(x_train, y_train, validation_data=(x_val, y_val), ...)",
+)
+SPARSE_LOSS = "keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # y like [2, 0, 1]"
+
+_LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
+    "integer_labels_for_categorical": (
+        "Integer class labels given to categorical_crossentropy",
+        "The labels are class ids (shape {label_shape}, values {label_min:g}-{label_max:g}), but "
+        "categorical_crossentropy expects one-hot rows of {units} values.",
+        (
+            Fix("Use the sparse loss, which takes class ids.", SPARSE_LOSS),
+            Fix("Or one-hot encode the labels.", "y = keras.utils.to_categorical(y, num_classes={units})"),
+        ),
+        Severity.CRITICAL,
+    ),
+    "onehot_labels_for_sparse": (
+        "One-hot labels given to sparse_categorical_crossentropy",
+        "The labels are one-hot rows (shape {label_shape}), but the sparse loss expects one class id per sample.",
+        (
+            Fix(
+                "Use the categorical loss for one-hot labels.",
+                "keras.losses.CategoricalCrossentropy(from_logits=True)",
+            ),
+            Fix("Or turn the rows into class ids.", "y = np.argmax(y, axis=-1)"),
+        ),
+        Severity.CRITICAL,
+    ),
+    "label_out_of_range": (
+        "Class ids outside the {units} output units",
+        "Labels range {label_min:g}-{label_max:g}, but the last layer has {units} units (ids 0-{max_id}). "
+        "On CPU this crashes; on GPU it silently gives NaN or garbage losses.",
+        (
+            Fix(
+                "Give the last layer one unit per class.",
+                "keras.layers.Dense(int(y.max()) + 1)  # with SparseCategoricalCrossentropy(from_logits=True)",
+            ),
+            Fix(
+                "Or map the labels to 0..K-1 (e.g. labels starting at 1).",
+                "classes, y = np.unique(y, return_inverse=True)",
+            ),
+        ),
+        Severity.CRITICAL,
+    ),
+    "labels_outside_unit_interval": (
+        "Labels outside [0, 1] given to binary_crossentropy",
+        "binary_crossentropy needs targets in [0, 1]; these range {label_min:g}-{label_max:g}, which makes "
+        "the loss meaningless (it can go negative).{classes_note}",
+        (
+            Fix(
+                "Several classes: one softmax unit per class and the sparse loss.",
+                "keras.layers.Dense(n_classes)  # logits\n" + SPARSE_LOSS,
+            ),
+            Fix(
+                "Two classes coded differently (e.g. -1/1 or 1/2): map them to 0/1.",
+                "y = (y == y.max()).astype('float32')",
+            ),
+        ),
+        Severity.CRITICAL,
+    ),
+    "single_class": (
+        "Labels are (nearly) all one class",
+        "{share:.1%} of the {labels} labels in the first {batches} batches are class {class}: the model can "
+        "minimise the loss by always predicting it. Either the labels are broken, or the data is sorted by "
+        "class and not shuffled.",
+        (
+            Fix("Check the class balance of what you feed fit().", "print(np.unique(y_train, return_counts=True))"),
+            Fix(
+                "Shuffle sorted data (numpy: fit shuffles by default; tf.data: shuffle before batch).",
+                "dataset = dataset.shuffle(len_of_data).batch(32).prefetch(tf.data.AUTOTUNE)",
+            ),
+        ),
+        Severity.WARNING,
+    ),
+}
+
+
+def _lint(run: RunSignals, checks: set[str] | dict[str, Any]) -> list[dict[str, Any]]:
+    seen, found = set(), []
+    for event in run.events:
+        check = event.get("check")
+        if event.get("kind") == "lint" and check in checks and check not in seen:
+            seen.add(check)
+            found.append(event)
+    return found
+
+
+def _format(text: str, event: dict[str, Any]) -> str:
+    units = event.get("units") or "K"
+    classes = event.get("classes")
+    fields = {
+        "label_shape": tuple(event.get("label_shape") or ()),
+        "label_min": float(event.get("label_min", 0.0)),
+        "label_max": float(event.get("label_max", 0.0)),
+        "units": units,
+        "max_id": units - 1 if isinstance(units, int) else "K-1",
+        "classes_note": f" They look like {classes} class ids." if isinstance(classes, int) and classes > 2 else "",
+        "share": float(event.get("share", 1.0)),
+        "labels": event.get("labels", "?"),
+        "batches": event.get("batches", "?"),
+        "class": event.get("class", "?"),
+    }
+    return text.format(**fields)
+
+
+def _label_lint_findings(run: RunSignals) -> list[Finding]:
+    findings = []
+    for event in _lint(run, _LABEL_CHECKS):
+        title, detail, fixes, severity = _LABEL_CHECKS[event["check"]]
+        findings.append(
+            Finding(
+                code="label_problem",
+                severity=severity,
+                step=event.get("step") if isinstance(event.get("step"), int) else None,
+                title=_format(title, event),
+                detail=_format(detail, event),
+                evidence=Evidence(("events",), None, None, event["check"]),
+                fixes=tuple(Fix(_format(f.text, event), _format(f.code, event)) for f in fixes),
+            )
+        )
+    return findings
+
+
+def _negative_loss(run: RunSignals) -> list[Finding]:
+    loss_name = run.info.get("loss")
+    loss = run.get(sig.LOSS) or run.get(sig.EPOCH_LOSS)
+    if loss_name not in CROSS_ENTROPY_LOSSES or loss is None:
+        return []
+    loss = finite_part(loss)
+    below = np.flatnonzero(loss.values < NEGATIVE_LOSS)
+    if below.size == 0:
+        return []
+    step = int(loss.steps[below[0]])
+    return [
+        Finding(
+            code="label_problem",
+            severity=Severity.CRITICAL,
+            step=step,
+            title=f"{loss_name} went negative ({loss.values[below[0]]:.3g} at step {step})",
+            detail=(
+                f"Cross-entropy is never below 0 for valid targets; {below.size} recorded values are. The labels "
+                "are outside the range the loss is defined for (e.g. binary labels that are not 0/1, or "
+                "probability targets that do not sum to 1)."
+            ),
+            evidence=Evidence((sig.LOSS if run.get(sig.LOSS) is not None else sig.EPOCH_LOSS,), step, step),
+            fixes=_LABEL_CHECKS["labels_outside_unit_interval"][2],
+        )
+    ]
+
+
+def validation_never_seen(run: RunSignals) -> list[Finding]:
+    train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
+    if train is None or val is None:
+        return []
+    units = next((e.get("units") for e in _lint(run, {"label_statistics"})), None)
+    classes = units if isinstance(units, int) and units > 1 else None
+    # Without the number of classes, only a validation accuracy near zero counts.
+    floor = BELOW_CHANCE / classes if classes else UNKNOWN_CLASSES_FLOOR
+    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
+    bad = (val.values[val_at] <= floor) & (train.values[train_at] >= TRAINED_ACCURACY)
+    if bad.sum() < MIN_EPOCHS_BELOW_CHANCE or not bad[-1]:
+        return []
+    step = int(common[np.argmax(bad)])
+    return [
+        Finding(
+            code="label_problem",
+            severity=Severity.CRITICAL,
+            step=step,
+            title=(
+                f"Validation accuracy {val.values[val_at][-1]:.1%} while training accuracy is "
+                f"{train.values[train_at][-1]:.1%}: validation classes never seen in training"
+            ),
+            detail=(
+                f"Validation accuracy stays below {floor:.1%} "
+                + (f"(half of chance for {classes} classes) " if classes else "")
+                + f"for "
+                f"{int(bad.sum())} epochs while training accuracy is high. The model is not overfitting: it "
+                "never saw the validation classes. The classic cause is validation_split on data sorted by "
+                "class (Keras takes the last rows as validation, before shuffling)."
+            ),
+            evidence=Evidence((sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY), step, int(common[-1])),
+            fixes=(SHUFFLE_SPLIT_FIX,),
+        )
+    ]
+
+
+def check_label_problem(run: RunSignals) -> list[Finding]:
+    return _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
+
+
+def has_constant_input(run: RunSignals) -> bool:
+    return bool(_lint(run, {"constant_input"}))
+
+
+def _constant_input(event: dict[str, Any]) -> Finding:
+    value = float(event.get("input_value", 0.0))
+    return Finding(
+        code="unnormalized_input",
+        severity=Severity.CRITICAL,
+        step=event.get("step") if isinstance(event.get("step"), int) else None,
+        title=f"Every input value in the first batch is {value:g}: the inputs carry no information",
+        detail=(
+            "The whole first batch holds one value, so the model cannot tell samples apart; it can only learn "
+            "the label frequencies, and the first layer's gradients are zero. A common cause is integer "
+            "division: uint8 pixels // 255 is 0 for every pixel below 255."
+        ),
+        evidence=Evidence(("events",), None, None, "constant_input"),
+        fixes=(
+            Fix("Scale with float division (or inside the model).", "x = x.astype('float32') / 255.0  # not x // 255"),
+            Fix(
+                "Check the preprocessing output before training.", "print(x_train.min(), x_train.max(), x_train.std())"
+            ),
+        ),
+    )
+
+
+def check_unnormalized_input(run: RunSignals) -> list[Finding]:
+    constant = _lint(run, {"constant_input"})
+    if constant:
+        return [_constant_input(constant[0])]
+    events = _lint(run, {"unnormalized_input"})
+    if not events:
+        return []
+    event = events[0]
+    rms, low, high = (float(event.get(k, 0.0)) for k in ("input_rms", "input_min", "input_max"))
+    pixels = low >= 0 and 100 < high <= 255
+    return [
+        Finding(
+            code="unnormalized_input",
+            severity=Severity.WARNING,
+            step=event.get("step") if isinstance(event.get("step"), int) else None,
+            title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})",
+            detail=(
+                "Weight initialisers (Glorot, He) and default learning rates assume inputs of roughly unit "
+                f"scale; inputs of magnitude {rms:.3g} saturate activations and make the first layers' "
+                "gradients huge or the loss plateau." + (" These look like raw 0-255 pixels." if pixels else "")
+            ),
+            evidence=Evidence(("events",), None, None, "unnormalized_input"),
+            fixes=(
+                Fix("Scale pixels to [0, 1] inside the model.", "keras.layers.Rescaling(1.0 / 255)  # first layer")
+                if pixels
+                else Fix(
+                    "Standardise features inside the model (learned from the training data).",
+                    "norm = keras.layers.Normalization(); norm.adapt(x_train)  # then use norm as the first layer",
+                ),
+                Fix("Or scale the data once before fit().", "x = (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-7)"),
+            ),
+        )
+    ]
+
+
+def constant_baseline(run: RunSignals) -> tuple[float, str] | None:
+    """The loss a model that ignores its input reaches (predicting the label frequencies, or
+    the mean target), from the sampled label statistics: (value, how it is computed)."""
+    stats = next(iter(_lint(run, {"label_statistics"})), None)
+    if stats is None:
+        return None
+    loss = stats.get("loss")
+    counts = stats.get("class_counts")
+    if loss in ("sparse_categorical_crossentropy", "categorical_crossentropy") and isinstance(counts, list):
+        p = np.asarray(counts, np.float64)
+        p = p[p > 0] / p.sum() if p.sum() > 0 else p
+        if len(p) < 2:
+            return None
+        entropy = float(-(p * np.log(p)).sum())
+        return (
+            entropy,
+            f"the entropy of the label frequencies over {len(p)} classes (ln {len(p)} = {np.log(len(p)):.3g} if balanced)",
+        )
+    mean, variance = stats.get("mean"), stats.get("variance")
+    if loss == "binary_crossentropy" and isinstance(mean, float) and 0 < mean < 1:
+        return float(
+            -(mean * np.log(mean) + (1 - mean) * np.log(1 - mean))
+        ), f"the entropy of a {mean:.0%} positive rate"
+    if loss == "mean_squared_error" and isinstance(variance, float) and variance > 0:
+        return variance, "the variance of the targets (predicting their mean)"
+    return None

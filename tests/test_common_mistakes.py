@@ -1,0 +1,212 @@
+"""The mistakes people actually make, each on a real small training run, with its healthy twin
+(the same task done right) that must get no warning or critical finding."""
+
+from __future__ import annotations
+
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import diagnose_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.findings import Severity
+
+rng = np.random.default_rng(0)
+N, FEATURES, CLASSES = 960, 8, 3
+CENTERS = rng.normal(scale=2.0, size=(CLASSES, FEATURES))
+Y = rng.integers(0, CLASSES, size=N).astype("int32")
+X = (CENTERS[Y] + rng.normal(size=(N, FEATURES))).astype("float32")
+# 8x8 images whose class is which band of rows is bright; raw uint8 like a decoded PNG.
+PIXELS = rng.integers(0, 100, size=(N, 8, 8, 1))
+for _index, _label in enumerate(Y):
+    PIXELS[_index, _label * 2 : _label * 2 + 3] += 150
+PIXELS = PIXELS.astype("uint8")
+
+
+def mlp(units: int, activation: str | None = None, inputs: int = FEATURES) -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((inputs,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(units, activation=activation),
+        ]
+    )
+
+
+def train(tmp_path, model, loss, x, y, *, epochs=4, lr=3e-3, callbacks=(), **fit_kwargs):
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.Adam(lr), loss, metrics=["accuracy"] if "crossentropy" in str(loss) else None)
+    log_dir = str(tmp_path / "run")
+    try:
+        model.fit(x, y, epochs=epochs, verbose=0, callbacks=[HealthCallback(log_dir), *callbacks], **fit_kwargs)
+    except (ValueError, tf.errors.InvalidArgumentError):
+        pass  # the mistake crashed training: recorded by the callback, the finding is what we test
+    return diagnose_logdir(str(tmp_path))["run"]
+
+
+def loud(findings) -> dict[str, object]:
+    return {f.code: f for f in findings if f.severity >= Severity.WARNING}
+
+
+def sparse(from_logits=True):
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
+
+
+def sorted_by_class():
+    order = np.argsort(Y, kind="stable")
+    return X[order], Y[order]
+
+
+REGRESSION_Y = (300 + 50 * np.tanh(X[:, 0])).astype("float32")  # targets in the hundreds
+
+# name: (broken run, healthy twin, expected code, text the first fixes must hold)
+CASES = {
+    "one-unit softmax": (
+        lambda p: train(p, mlp(1, "softmax"), "binary_crossentropy", X, (Y == 0).astype("float32")),
+        lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),
+        "output_loss_mismatch",
+        'Dense(1, activation="sigmoid")',
+    ),
+    "sigmoid output regressing hundreds": (
+        lambda p: train(p, mlp(1, "sigmoid"), "mse", X, REGRESSION_Y),
+        lambda p: train(
+            p,
+            keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)]),
+            "mse",
+            X,
+            REGRESSION_Y / 100,
+            epochs=6,
+            lr=3e-2,
+        ),
+        "output_loss_mismatch",
+        "linear output",
+    ),
+    "integer labels with categorical_crossentropy": (
+        lambda p: train(p, mlp(CLASSES, "softmax"), "categorical_crossentropy", X, Y),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
+        "label_problem",
+        "SparseCategoricalCrossentropy",
+    ),
+    "three classes through one sigmoid unit": (
+        lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, Y.astype("float32")),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
+        "label_problem",
+        "Dense(n_classes)",
+    ),
+    "labels all one class": (
+        lambda p: train(p, mlp(CLASSES), sparse(), X, np.zeros(N, "int32")),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
+        "label_problem",
+        "np.unique(y_train, return_counts=True)",
+    ),
+    "class-sorted data with validation_split": (
+        # validation_split takes the last rows: exactly the last class, never seen in training
+        lambda p: train(p, mlp(CLASSES), sparse(), *sorted_by_class(), validation_split=float(np.mean(Y == 2))),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y, validation_split=0.3, epochs=20),
+        "label_problem",
+        "stratify=y",
+    ),
+    "inputs zeroed by integer division (constant predictor)": (
+        lambda p: train(p, mlp(CLASSES, inputs=64), sparse(), (PIXELS // 255).reshape(N, -1).astype("float32"), Y),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
+        "loss_plateau",
+        "",
+    ),
+    "raw 0-255 pixels": (
+        lambda p: train(p, mlp(CLASSES, inputs=64), sparse(), PIXELS.reshape(N, -1).astype("float32"), Y, epochs=2),
+        lambda p: train(
+            p,
+            keras.Sequential(
+                [
+                    keras.Input((64,)),
+                    keras.layers.Rescaling(1 / 255),
+                    keras.layers.Dense(32, activation="relu"),
+                    keras.layers.Dense(CLASSES),
+                ]
+            ),
+            sparse(),
+            PIXELS.reshape(N, -1).astype("float32"),
+            Y,
+            epochs=2,
+        ),
+        "unnormalized_input",
+        "Rescaling(1.0 / 255)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_mistake_is_found_with_a_fix_that_names_the_change(tmp_path, case):
+    broken, _, code, fix_text = CASES[case]
+    found = loud(broken(tmp_path))
+    assert code in found, {c: f.title for c, f in found.items()}
+    finding = found[code]
+    assert finding.detail and finding.fixes
+    assert fix_text in " ".join(f"{f.text} {f.code or ''}" for f in finding.fixes[:2])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_healthy_twin_is_quiet(tmp_path, case):
+    _, twin, _, _ = CASES[case]
+    assert loud(twin(tmp_path)) == {}
+
+
+def test_constant_predictor_names_its_baseline(tmp_path):
+    x = (PIXELS // 255).reshape(N, -1).astype("float32")  # uint8 // 255: all zeros but the 255s
+    finding = loud(train(tmp_path, mlp(CLASSES, inputs=64), sparse(), x, Y))["loss_plateau"]
+    counts = np.bincount(Y) / N
+    entropy = float(-(counts * np.log(counts)).sum())  # ~ln 3
+    baseline = float(re.search(r"baseline \(([\d.]+)\)", finding.title).group(1))
+    assert abs(baseline - entropy) < 0.01  # from the labels of the first batches
+    assert "label frequencies over 3 classes" in finding.detail
+
+
+def test_run_stopped_while_improving_is_undertrained_and_its_converged_twin_is_not(tmp_path):
+    x = rng.normal(size=(1024, FEATURES)).astype("float32")
+    y = np.sin(x @ rng.normal(size=FEATURES) / 3).astype("float32")
+    model = keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(32, activation="tanh"), keras.layers.Dense(1)]
+    )
+    found = loud(train(tmp_path / "short", model, "mse", x, y, epochs=6, lr=3e-4, validation_split=0.2, batch_size=64))
+    assert "undertrained" in found, list(found)
+    assert "EarlyStopping" in found["undertrained"].fixes[0].code
+    model = keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(32, activation="tanh"), keras.layers.Dense(1)]
+    )
+    stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=4, restore_best_weights=True)
+    twin = train(
+        tmp_path / "long",
+        model,
+        "mse",
+        x,
+        y,
+        epochs=120,
+        lr=3e-3,
+        validation_split=0.2,
+        batch_size=64,
+        callbacks=[stop],
+    )
+    assert loud(twin) == {}
+
+
+@pytest.mark.parametrize(
+    ("head", "cause"),
+    [
+        ([keras.layers.Dense(CLASSES)], "missing Flatten"),
+        ([keras.layers.Flatten(), keras.layers.Dense(CLASSES)], None),  # (pooling would lose which rows are bright)
+    ],
+    ids=["missing Flatten", "healthy twin"],
+)
+def test_missing_flatten_crash_names_the_cause(tmp_path, head, cause):
+    images = (PIXELS / 255.0).astype("float32")
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Conv2D(4, 3, activation="relu"), *head])
+    found = loud(train(tmp_path, model, sparse(), images, Y, epochs=3))
+    if cause is None:
+        assert found == {}
+        return
+    crash = found["training_crash"]
+    assert cause in crash.detail and "(32,) vs model output (32, 6, 6, 3)" in crash.detail
+    assert "GlobalAveragePooling2D" in crash.fixes[0].code
