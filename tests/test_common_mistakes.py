@@ -90,6 +90,24 @@ CASES = {
         "label_problem",
         "SparseCategoricalCrossentropy",
     ),
+    "one-hot labels with a sparse loss": (
+        lambda p: train(p, mlp(CLASSES), sparse(), X, np.eye(CLASSES, dtype="float32")[Y]),
+        lambda p: train(p, mlp(CLASSES), keras.losses.CategoricalCrossentropy(from_logits=True), X, np.eye(CLASSES)[Y]),
+        "label_problem",
+        "CategoricalCrossentropy",
+    ),
+    "class ids beyond the output units (labels 1..3)": (
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y + 1),
+        lambda p: train(p, mlp(CLASSES + 1), sparse(), X, Y + 1),
+        "label_problem",
+        "np.unique(y, return_inverse=True)",
+    ),
+    "relu output with cross-entropy": (
+        lambda p: train(p, mlp(CLASSES, "relu"), sparse(), X, Y),
+        lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
+        "output_loss_mismatch",
+        "from_logits=True",
+    ),
     "three classes through one sigmoid unit": (
         lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, Y.astype("float32")),
         lambda p: train(p, mlp(CLASSES), sparse(), X, Y),
