@@ -297,6 +297,60 @@ def zeroed_inputs(log_dir: str, seed: int = 0):
     return _fit(model, (pixels // 255).astype("float32"), y, log_dir, epochs=4)
 
 
+def dead_relu(log_dir: str, seed: int = 0):
+    """ReLU layers whose biases start at -4 (a gating-layer recipe copied to hidden layers):
+    their units never fire, get no gradient, and never recover."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 16, 2, seed)
+    model = _mlp(16, 2, hidden=(64, 64), bias_initializer=keras.initializers.Constant(-4.0))
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=3, validation_split=0.0)
+
+
+def saturated_tanh(log_dir: str, seed: int = 0):
+    """tanh layers initialised far too large: most units sit at +-1, where tanh has no gradient."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 16, 2, seed)
+    model = _mlp(
+        16, 2, hidden=(64, 64), activation="tanh", kernel_initializer=keras.initializers.RandomNormal(stddev=8.0)
+    )
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=3, validation_split=0.0)
+
+
+@keras.saving.register_keras_serializable("tb_trainhealth_demo")
+class LogFeatures(keras.layers.Layer):
+    """log of its (ReLU) inputs: -inf as soon as a unit is off. log1p would be the fix."""
+
+    def call(self, x):
+        return tf.math.log(x)
+
+
+def nan_in_layer(log_dir: str, seed: int = 0):
+    """A custom layer takes log of ReLU features: the first zero gives -inf, then NaN everywhere."""
+    keras.utils.set_random_seed(seed)
+    x, y = _regression(800, 8, seed)
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu"),
+            LogFeatures(name="log_features"),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=1, validation_split=0.0)
+
+
+def softmax_with_from_logits(log_dir: str, seed: int = 0):
+    """The last layer applies softmax and the loss is told it gets logits: softmax twice."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4, output_activation="softmax")
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=3)
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
@@ -323,4 +377,8 @@ SCENARIOS = (
     Scenario("bad_pipeline", bad_pipeline, ("input_pipeline_config",)),
     Scenario("sorted_validation_split", sorted_validation_split, ("label_problem",)),
     Scenario("zeroed_inputs", zeroed_inputs, ("loss_plateau",)),
+    Scenario("dead_relu", dead_relu, ("dead_relu",)),
+    Scenario("saturated_tanh", saturated_tanh, ("saturated_activation",)),
+    Scenario("nan_in_layer", nan_in_layer, ("nonfinite",)),
+    Scenario("softmax_with_from_logits", softmax_with_from_logits, ("output_loss_mismatch",)),
 )

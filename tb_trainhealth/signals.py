@@ -25,6 +25,10 @@ LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
 
 
+# Events that sample the state of training (like a series point), not one-off records.
+MEASUREMENT_EVENTS = ("activations",)
+
+
 @dataclasses.dataclass
 class Series:
     """A scalar series; steps ascending. Values may hold NaN/Inf: rules must cope."""
@@ -88,9 +92,16 @@ class RunSignals:
         return series if series is not None and len(series) else None
 
     def before(self, step: int) -> RunSignals:
-        """A copy with every series cut to the steps before `step` (events and info kept)."""
+        """A copy with every series cut to the steps before `step`. Events are kept (what
+        happened at train start, crashes, the NaN itself), except periodic measurements
+        (MEASUREMENT_EVENTS), which are cut like series."""
         return dataclasses.replace(
             self,
+            events=[
+                e
+                for e in self.events
+                if e.get("kind") not in MEASUREMENT_EVENTS or not isinstance(e.get("step"), int) or e["step"] < step
+            ],
             series={k: Series(v.steps[v.steps < step], v.values[v.steps < step]) for k, v in self.series.items()},
             layer_series={
                 k: LayerSeries(v.steps[v.steps < step], v.values[v.steps < step]) for k, v in self.layer_series.items()

@@ -39,7 +39,8 @@ def test_nan_onset_is_the_batch_holding_the_nan(scenario_logdir, scenario_findin
     assert finding.step == scenarios.NAN_BATCH + 1  # steps are 1-based optimizer steps
     # the first layer sees the NaN input first
     assert finding.evidence.layer == first_layer(scenario_logdir, "nan_input")
-    assert "np.isfinite(x_train)" in finding.fixes[0].code  # data first: the first layer was hit first
+    assert "np.isfinite(x_train)" in finding.fixes[0].code  # data first: the batch holds the NaN
+    assert "first at batch row 5, index [3]" in finding.detail  # x[NAN_BATCH * 32 + 5, 3] = nan
 
 
 def test_divergence_onset_follows_the_learning_rate_jump(scenario_findings):

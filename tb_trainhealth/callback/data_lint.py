@@ -151,6 +151,7 @@ class BatchLint:
         self._class_counts: np.ndarray | None = None
         self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
         self._statistics_given = False
+        self.first_inputs: Any = None  # the first batch's inputs: the activation probe's batch
 
     @property
     def done(self) -> bool:
@@ -163,6 +164,7 @@ class BatchLint:
         labels = _as_array(labels)
         events: list[dict[str, Any]] = []
         if self.batches_seen == 1:
+            self.first_inputs = inputs
             events += self._first_batch(_as_array(inputs), labels)
         if labels is not None and self.loss is not None:
             self._gather(labels)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tb_trainhealth import engine, schema
 from tb_trainhealth import signals as sig
+from tb_trainhealth.callback.activation_probe import ActivationProbe
 from tb_trainhealth.callback.data_lint import BatchLint
 from tb_trainhealth.callback.health_writer import HealthWriter
 from tb_trainhealth.callback.input_probe import InputProbe
@@ -137,8 +138,10 @@ class HealthCallback(keras.callbacks.Callback):
         self._base_step = 0
         self._input = InputProbe(steps_per_execution=0)
         self._batch_lint: BatchLint | None = None
+        self._activations: ActivationProbe | None = None
         self.findings: list[Finding] = []
         self.oom_handled_by_caller = False
+        self._retrying = False
 
     # -- Keras hooks ----------------------------------------------------------------
     def on_train_begin(self, logs=None):
@@ -163,6 +166,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._last_begin = None
         self._drain()
         self._record_epoch(epoch, logs or {})
+        self._measure_activations(epoch)
         self._maybe_diagnose()
         self._write_events()
 
@@ -177,10 +181,14 @@ class HealthCallback(keras.callbacks.Callback):
         self._input = InputProbe(self._steps_per_call if self.measure_input else 0)
         self._batch_lint = BatchLint(model)
         self._input.inspect = self._inspect_batch
+        self._activations = _quietly(lambda: ActivationProbe(model))
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit.
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
-        self._base_step = max(iterations, self._step)
+        # After an OOM retry, the failed attempt may have advanced `iterations` without
+        # completing a step (the counter does not wait for every update): go on from ours.
+        self._base_step = self._step if self._retrying else max(iterations, self._step)
+        self._retrying = False
         self._step = self._base_step
         self._install_probe()
         self._wrap_step_functions()
@@ -239,6 +247,16 @@ class HealthCallback(keras.callbacks.Callback):
             return
         if self._batch_lint.done:
             self._input.inspect = None
+
+    @_guarded("activations")
+    def _measure_activations(self, epoch: int) -> None:
+        """Dead ReLU / saturated sigmoid-tanh shares on the first batch, once per epoch."""
+        probe_x = self._batch_lint.first_inputs if self._batch_lint is not None else None
+        if self._activations is None or not self._activations.available or probe_x is None:
+            return
+        layers = self._activations.measure(probe_x)
+        if layers:
+            self._record_event({"kind": "activations", "step": self._step, "epoch": epoch, "layers": layers})
 
     @_guarded("batch lint")
     def _finish_batch_lint(self) -> None:
@@ -309,6 +327,7 @@ class HealthCallback(keras.callbacks.Callback):
         """Record one out-of-memory error (used by tb_trainhealth.fit before it retries or gives up)."""
         if self._writer is None:
             return
+        self._retrying = next_batch_size is not None
         event = {
             "kind": "oom",
             "step": self._step + 1,
@@ -413,6 +432,9 @@ class HealthCallback(keras.callbacks.Callback):
             sig.LAYER_WEIGHT_NORM, rows.steps[weight_rows], rows.layer_weight_norm[weight_rows]
         )
         self._find_nonfinite(rows)
+        for origin in self._probe.nan_origins:  # replayed inside the failing step
+            self._record_event({"kind": "nan_origin", "step": self._base_step + origin.pop("row") + 1, **origin})
+        self._probe.nan_origins.clear()
 
     def _memory_columns(self, num_rows: int) -> dict[str, np.ndarray]:
         """Host RSS (a /proc read) and device memory, sampled once per read-back window."""

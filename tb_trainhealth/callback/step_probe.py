@@ -17,10 +17,14 @@ steps and writes summaries outside it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from tb_trainhealth.callback.nan_origin import finite_scalar, is_plain_batch, localize
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +38,22 @@ def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
     so its norm is the norm of the gradient actually applied; never the full table."""
     unique, positions = tf.unique(grad.indices)
     return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
+
+
+def _after(tokens: list[tf.Tensor], grads: list) -> list:
+    """The tensors, made to wait for `tokens` (identity ops: no copies)."""
+    if not tokens:
+        return grads
+
+    def wait(grad):
+        if grad is None:
+            return None
+        with tf.control_dependencies(tokens):
+            if isinstance(grad, tf.IndexedSlices):
+                return tf.IndexedSlices(tf.identity(grad.values), grad.indices, grad.dense_shape)
+            return tf.identity(grad)
+
+    return [wait(grad) for grad in grads]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +79,13 @@ class LayerLayout:
             var_to_layer[path] = index
             sizes[index] += int(np.prod(variable.shape))
         return cls(names, sizes, var_to_layer)
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientStats:
+    layer_sumsq: tf.Tensor  # per layer, unscaled
+    total_sumsq: tf.Tensor
+    values: list[tuple[int, tf.Tensor]]  # (layer index, dense gradient values)
 
 
 @dataclasses.dataclass
@@ -92,8 +119,13 @@ class Rows:
 class StepProbe:
     """Installs the optimizer wrappers and owns the ring buffer they write."""
 
-    def __init__(self, model, capacity: int):
+    def __init__(self, model, capacity: int, localize_nan: bool = True):
         self.model = model
+        # Replaying a batch needs a host callback inside the step: not under XLA or a
+        # distribution strategy.
+        self.localize_nan = localize_nan and not model.jit_compile and not tf.distribute.has_strategy()
+        self.nan_origins: list[dict[str, Any]] = []
+        self._data: Any = None
         self.optimizer = model.optimizer
         self.layout = LayerLayout.of(model)
         self.capacity = capacity
@@ -105,6 +137,7 @@ class StepProbe:
         with tf.init_scope():
             self.buffer = tf.Variable(tf.zeros([capacity, self.width]), trainable=False, name="trainhealth_rows")
             self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_count")
+            self.localized = tf.Variable(False, trainable=False, name="trainhealth_nan_localized")
         self._installed = False
 
     # -- installing ---------------------------------------------------------------
@@ -119,16 +152,29 @@ class StepProbe:
         def apply(grads, trainable_variables=None):
             grads = list(grads)
             scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
-            result = original_apply(grads, trainable_variables)
             variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
             try:
-                self._record(grads, variables, scale)
+                gradients = self._gradient_stats(grads, variables, scale)
             except Exception:  # never break the user's step: lose the probe, not the training
                 logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+                return original_apply(grads, trainable_variables)
+            # The update waits for the (rarely firing) NaN replay through its gradients, not through
+            # a control_dependencies block: the optimizer may create its variables in there.
+            grads = _after(self._nan_trigger(gradients.total_sumsq), grads)
+            result = original_apply(grads, trainable_variables)
+            self._record(gradients, variables)
             return result
 
         object.__setattr__(optimizer, "scale_loss", scale_loss)
         object.__setattr__(optimizer, "apply", apply)
+        if self.localize_nan:
+            original_train_step = self.model.train_step
+
+            def train_step(data):
+                self._data = data  # the batch, for the replay on a first NaN (same trace)
+                return original_train_step(data)
+
+            object.__setattr__(self.model, "train_step", train_step)
         self._installed = True
         # The train function may already be traced (an earlier fit): retrace with the wrappers.
         self.model.make_train_function(force=True)
@@ -138,49 +184,84 @@ class StepProbe:
             return
         for name in ("scale_loss", "apply"):
             self.optimizer.__dict__.pop(name, None)
+        self.model.__dict__.pop("train_step", None)
         self._installed = False
         # Rebuild (traced lazily on its next call) without the wrappers: also valid mid-fit.
         self.model.make_train_function(force=True)
 
     # -- inside the step ----------------------------------------------------------
-    def _record(self, grads: list, variables: list, scale: tf.Tensor) -> None:
+    def _nan_trigger(self, grad_sumsq: tf.Tensor) -> list[tf.Tensor]:
+        """On the first non-finite loss or gradient, replay the batch on the host before the
+        update. (Under loss scaling, overflowing gradients are routine: only the loss counts.)"""
+        flat = tf.nest.flatten(self._data) if self.localize_nan and self._loss is not None else []
+        if not is_plain_batch(flat):
+            return []
+        replay_on_host = functools.partial(self._replay, self._data)
+
+        def replay():
+            done = tf.py_function(replay_on_host, [self.count, *flat], Tout=tf.bool)
+            with tf.control_dependencies([done, self.localized.assign(True)]):
+                return tf.constant(True)
+
+        finite = finite_scalar(self._loss)
+        if not self.uses_loss_scale:
+            finite = tf.logical_and(finite, tf.math.is_finite(grad_sumsq))
+        fine = tf.logical_or(finite, self.localized)
+        return [tf.cond(fine, lambda: tf.constant(True), replay)]
+
+    def _replay(self, structure: Any, count: tf.Tensor, *flat: tf.Tensor) -> bool:
+        try:
+            origin = localize(self.model, tf.nest.pack_sequence_as(structure, list(flat)))
+            self.nan_origins.append({"row": int(count), **origin})
+        except Exception:  # a failed replay must not fail the step
+            logger.warning("tb-trainhealth: could not replay the first NaN batch", exc_info=True)
+        return True
+
+    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
+        """Per-layer squared gradient norms (unscaled), before the update is applied."""
         num_layers = len(self.layout.names)
         # tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of this
         # probe is mostly per-op dispatch, so fewer ops per variable is what matters.
         grad_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
-        weight_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
         grad_values: list[tuple[int, tf.Tensor]] = []
         for grad, variable in zip(grads, variables):
             index = self.layout.var_to_layer.get(variable.path)
-            if index is None:
-                continue
-            weight_terms[index].append(tf.nn.l2_loss(tf.cast(variable.value, tf.float32)))
-            if grad is None:
+            if index is None or grad is None:
                 continue
             values = tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32)
             grad_values.append((index, values))
             grad_terms[index].append(tf.nn.l2_loss(values))
         grad_sumsq = 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in grad_terms]) / (scale * scale)
+        return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
+
+    def _record(self, gradients: GradientStats, variables: list) -> None:
+        """One row into the ring buffer: loss, norms, lr, non-finite counts, weights after the update."""
+        num_layers = len(self.layout.names)
+        weight_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
+        for variable in variables:
+            index = self.layout.var_to_layer.get(variable.path)
+            if index is not None:
+                weight_terms[index].append(tf.nn.l2_loss(tf.cast(variable.value, tf.float32)))
         weight_norms = tf.sqrt(2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in weight_terms]))
-        total_sumsq = tf.reduce_sum(grad_sumsq)
 
         def count_nonfinite():
             counts = [tf.zeros([]) for _ in range(num_layers)]
-            for index, values in grad_values:
+            for index, values in gradients.values:
                 counts[index] += tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(values)), tf.float32))
             return tf.stack(counts)
 
         # Counting needs another pass over the gradients: only do it when a norm is non-finite.
-        layer_nonfinite = tf.cond(tf.math.is_finite(total_sumsq), lambda: tf.zeros([num_layers]), count_nonfinite)
+        total = gradients.total_sumsq
+        layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
         loss = tf.constant(np.nan, tf.float32)
         if self._loss is not None:
             loss = tf.cast(tf.reshape(self._loss, []), tf.float32)
             self.loss_captured = True
         row = tf.concat(
             [
-                tf.stack([loss, tf.sqrt(total_sumsq), tf.cast(self.optimizer.learning_rate, tf.float32)]),
+                tf.stack([loss, tf.sqrt(total), tf.cast(self.optimizer.learning_rate, tf.float32)]),
                 [tf.reduce_sum(layer_nonfinite)],
-                tf.sqrt(grad_sumsq),
+                tf.sqrt(gradients.layer_sumsq),
                 layer_nonfinite,
                 weight_norms,
             ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tb_trainhealth.findings import Finding
+from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.gradients import (
     check_exploding_gradients,
@@ -43,4 +44,6 @@ ALL_RULES: tuple[Rule, ...] = (
     check_label_problem,
     check_unnormalized_input,
     check_undertrained,
+    check_dead_relu,
+    check_saturated_activation,
 )

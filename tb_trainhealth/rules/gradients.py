@@ -6,6 +6,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.activations import dead_relu_layers
 from tb_trainhealth.rules.common_fixes import CLIP_FIX
 from tb_trainhealth.rules.series_math import (
     finite_part,
@@ -123,8 +124,9 @@ def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int,
 
 
 def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
-    if has_constant_input(run):
-        return []  # zero inputs give the first layer zero gradients: unnormalized_input says why
+    if has_constant_input(run) or dead_relu_layers(run):
+        # Zero inputs or dead ReLU units give zero gradients below them: those findings say why.
+        return []
     found = _first_and_last_layer(run)
     if found is None:
         return []

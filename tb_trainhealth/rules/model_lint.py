@@ -83,7 +83,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
             Finding(
                 code="output_loss_mismatch",
                 severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
-                step=None,
+                step=event.get("step") if isinstance(event.get("step"), int) else None,  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.replace('_', ' ')}",
                 detail=detail,
                 evidence=Evidence(("events",), None, None, event.get("layer")),

@@ -42,6 +42,83 @@ FIXES = (
 )
 
 
+# Op-specific fixes for the op where the first NaN/Inf appeared (from the callback's replay).
+_OP_FIXES: tuple[tuple[tuple[str, ...], Fix], ...] = (
+    (
+        ("Log", "Log1p", "Xlogy", "Xlog1py", "Lgamma", "Digamma"),
+        Fix(
+            "log of 0 (or of a negative number): add an epsilon or clip the argument.",
+            "tf.math.log(tf.maximum(x, 1e-7))",
+        ),
+    ),
+    (
+        ("RealDiv", "Div", "Reciprocal", "Inv", "FloorDiv", "TruncateDiv", "Xdivy"),
+        Fix("Division by zero: guard the denominator.", "tf.math.divide_no_nan(a, b)  # or a / (b + 1e-7)"),
+    ),
+    (
+        ("Exp", "Expm1", "Pow", "Softplus", "Cosh", "Sinh"),
+        Fix(
+            "exp overflowed (float32 overflows above e^88): stay in log space, e.g. let the loss take logits.",
+            "loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # not log(softmax(x)) by hand\n"
+            "tf.exp(tf.minimum(x, 80.0))",
+        ),
+    ),
+    (
+        ("Sqrt", "Rsqrt"),
+        Fix(
+            "sqrt of a negative number (or of 0, whose gradient is infinite): clip the argument.",
+            "tf.sqrt(tf.maximum(x, 1e-12))",
+        ),
+    ),
+)
+
+
+def _origin_fixes(op: str | None) -> tuple[Fix, ...]:
+    for ops, fix in _OP_FIXES:
+        if op in ops:
+            return (fix,)
+    return (CLIP_FIX,)  # matmul/conv/bias overflowing: activations grew without bound
+
+
+def _describe_origin(origin: dict) -> tuple[str, str | None, tuple[Fix, ...]]:
+    """(sentence, layer, fixes to put first) for a nan_origin event."""
+    where, op, layer = origin.get("where"), origin.get("op"), origin.get("layer")
+    position = origin.get("position")
+    at = f" (first at batch row {position[0]}, index {position[1:]})" if isinstance(position, list) and position else ""
+    if where == "input":
+        return f"The batch itself holds {origin.get('count')} NaN/Inf input value(s){at}.", None, (FIXES[1],)
+    if where == "labels":
+        return f"The batch itself holds {origin.get('count')} NaN/Inf label(s){at}.", None, (FIXES[1],)
+    if where == "forward":
+        op_text = f", op {op}" if op else ""
+        return (
+            f"Replaying the batch on the weights before the update, the first non-finite output is in layer "
+            f"{layer}{op_text}.",
+            str(layer) if layer else None,
+            _origin_fixes(op),
+        )
+    if where == "loss":
+        op_text = f" (op {op})" if op else ""
+        return (
+            f"Replaying the batch, every layer's output is finite: the loss computation produced it{op_text}.",
+            None,
+            (*_origin_fixes(op), FIXES[3]),
+        )
+    return "", None, ()
+
+
+def _origin_title(origin: dict | None) -> str:
+    if origin is None:
+        return ""
+    if origin.get("where") in ("input", "labels"):
+        return f": the {origin['where']} batch holds NaN/Inf"
+    if origin.get("where") == "forward" and origin.get("layer"):
+        return f": starts in layer {origin['layer']}" + (f" ({origin['op']})" if origin.get("op") else "")
+    if origin.get("where") == "loss":
+        return ": starts in the loss" + (f" ({origin['op']})" if origin.get("op") else "")
+    return ""
+
+
 def _first_nonfinite_step(series: sig.Series | None) -> int | None:
     if series is None:
         return None
@@ -98,7 +175,15 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             ]
 
     fixes = FIXES
-    if first_layers and run.layers and first_layers[0] == run.layers[0].name:
+    origin = next((e for e in run.events if e.get("kind") == "nan_origin"), None)
+    origin_layer = None
+    if origin is not None:
+        sentence, origin_layer, first = _describe_origin(origin)
+        detail += " " + sentence
+        if origin.get("message"):
+            detail += f" check_numerics: {origin['message']}"
+        fixes = first + tuple(f for f in FIXES if f not in first)
+    elif first_layers and run.layers and first_layers[0] == run.layers[0].name:
         # The very first layer's gradients went bad first: its input (the data) is the usual suspect.
         fixes = (FIXES[1], FIXES[0], *FIXES[2:])
         detail += " The first layer of the model is hit first, which points at the input data."
@@ -107,9 +192,12 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             code="nonfinite",
             severity=Severity.CRITICAL,
             step=onset,
-            title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at step {onset}",
+            title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at step {onset}"
+            + _origin_title(origin),
             detail=detail,
-            evidence=Evidence((sig.LOSS, sig.GRAD_NORM), onset, None, first_layers[0] if first_layers else None),
+            evidence=Evidence(
+                (sig.LOSS, sig.GRAD_NORM), onset, None, origin_layer or (first_layers[0] if first_layers else None)
+            ),
             fixes=fixes,
         )
     ]

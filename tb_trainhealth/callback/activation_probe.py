@@ -1,0 +1,81 @@
+"""Activation health from a small probe batch, sampled sparsely (epoch ends), never per step.
+
+One eager forward pass of the first training batch through a sub-model that returns
+every ReLU/sigmoid/tanh layer's output. Per layer it measures:
+
+- dead share (ReLU): units active (> 0) on fewer than 1% of the probe's samples and
+  positions: SageMaker Debugger's `dead_relu` rule (threshold_inactivity 1%).
+- saturated share (sigmoid/tanh): outputs in the flat tails where the gradient is
+  ~0: SageMaker Debugger's `saturated_activation` rule uses inputs beyond ±9.4 (tanh)
+  and below -23 / above 16.6 (sigmoid). In float32 those are exactly the outputs that
+  round to the bounds: tanh = ±1.0, sigmoid = 1.0 or below sigmoid(-23) ~ 1e-10.
+
+Functional and Sequential models only (a subclassed model has no layer graph to tap).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+
+# A unit is dead when it is active on fewer than this share of probe positions.
+DEAD_ACTIVITY = 0.01
+SIGMOID_LOW = 1.0e-10  # sigmoid(-23)
+_KINDS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
+
+
+def _activation_kind(layer: keras.layers.Layer) -> str | None:
+    if isinstance(layer, keras.layers.ReLU):
+        return "relu"
+    function = getattr(layer, "activation", None)
+    name = getattr(function, "__name__", None)
+    return _KINDS.get(name) if isinstance(name, str) else None
+
+
+def dead_share(outputs: np.ndarray) -> float:
+    """Share of units (last axis) active on fewer than DEAD_ACTIVITY of the probe positions."""
+    active = (outputs.reshape(-1, outputs.shape[-1]) > 0).mean(axis=0)
+    return float((active < DEAD_ACTIVITY).mean())
+
+
+def saturated_share(kind: str, outputs: np.ndarray) -> float:
+    """Share of activations in the flat tails (see module docstring)."""
+    saturated = np.abs(outputs) >= 1.0 if kind == "tanh" else (outputs >= 1.0) | (outputs <= SIGMOID_LOW)
+    return float(saturated.mean())
+
+
+class ActivationProbe:
+    """Builds the tap sub-model once; `measure(x)` gives per-layer shares for one probe batch."""
+
+    def __init__(self, model: keras.Model):
+        self.layers = [
+            (layer, kind)
+            for layer in model.layers
+            if (kind := _activation_kind(layer)) and layer is not model.layers[-1]
+        ]
+        self._taps = None
+        if self.layers and getattr(model, "inputs", None):
+            self._taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
+
+    @property
+    def available(self) -> bool:
+        return self._taps is not None
+
+    def measure(self, x: Any) -> dict[str, dict[str, Any]]:
+        outputs = self._taps(x, training=False)
+        if len(self.layers) == 1:
+            outputs = [outputs]
+        measured = {}
+        for (layer, kind), output in zip(self.layers, outputs):
+            values = np.asarray(output, dtype=np.float32)
+            if kind == "relu":
+                measured[layer.name] = {"activation": kind, "dead": dead_share(values), "units": int(values.shape[-1])}
+            else:
+                measured[layer.name] = {
+                    "activation": kind,
+                    "saturated": saturated_share(kind, values),
+                    "units": int(values.shape[-1]),
+                }
+        return measured

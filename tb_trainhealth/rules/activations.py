@@ -1,0 +1,121 @@
+"""`dead_relu` and `saturated_activation`: from the callback's per-epoch activation probe.
+
+A layer is flagged when more than half of it is dead / saturated (SageMaker
+Debugger's `threshold_layer` of 50%) at the last measurement and has been since the
+onset reported (so a layer that recovers is not flagged). Dead ReLU layers must also
+be nearly all dead or have died while training (see DEAD_GROWTH).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
+from tb_trainhealth.signals import RunSignals
+
+LAYER_SHARE = 0.5
+# Dead ReLU must also be either near total, or have grown while training ("dying"): a layer
+# fed only positive inputs (pixels scaled to [0, 1]) starts with about half its units off for
+# every sample (56% on the [0, 1]-pixel twin in tests/test_common_mistakes.py) and trains fine.
+DEAD_NEARLY_ALL = 0.9
+DEAD_GROWTH = 0.2
+
+
+def _samples(run: RunSignals) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in run.events
+        if e.get("kind") == "activations" and isinstance(e.get("step"), int) and isinstance(e.get("layers"), dict)
+    ]
+
+
+def _dying(run: RunSignals, layer: str, share: float) -> bool:
+    first = next((s["layers"].get(layer, {}).get("dead") for s in _samples(run) if layer in s["layers"]), None)
+    return share >= DEAD_NEARLY_ALL or (isinstance(first, (int, float)) and share - first >= DEAD_GROWTH)
+
+
+def _flagged(run: RunSignals, measure: str) -> list[tuple[str, int, float, str]]:
+    """(layer, onset step, share at the end, activation) for layers over LAYER_SHARE until the end."""
+    samples = _samples(run)
+    if not samples:
+        return []
+    flagged = []
+    for name, last in samples[-1]["layers"].items():
+        share = last.get(measure) if isinstance(last, dict) else None
+        if not isinstance(share, (int, float)) or share <= LAYER_SHARE:
+            continue
+        onset = samples[-1]["step"]
+        for sample in reversed(samples):
+            value = sample["layers"].get(name, {}).get(measure)
+            if not isinstance(value, (int, float)) or value <= LAYER_SHARE:
+                break
+            onset = sample["step"]
+        flagged.append((name, onset, float(share), str(last.get("activation", "?"))))
+    return flagged
+
+
+def dead_relu_layers(run: RunSignals) -> list[str]:
+    return [layer for layer, _, share, _ in _flagged(run, "dead") if _dying(run, layer, share)]
+
+
+def check_dead_relu(run: RunSignals) -> list[Finding]:
+    return [
+        Finding(
+            code="dead_relu",
+            severity=Severity.WARNING,
+            step=onset,
+            title=f"{share:.0%} of the ReLU units in {layer} are dead",
+            detail=(
+                f"On the probe batch, {share:.0%} of {layer}'s units output 0 for more than 99% of the inputs "
+                f"(since step {onset}). A dead unit gets no gradient and never recovers: the layer has lost "
+                "that much capacity. Typical causes: a learning rate too high (one large update pushes the "
+                "biases negative), or a bad initialisation."
+            ),
+            evidence=Evidence(("events",), onset, None, layer),
+            fixes=(
+                LR_FIX_LOWER,
+                Fix(
+                    "Use an activation that keeps a gradient below 0.",
+                    'keras.layers.Dense(64, activation="leaky_relu")  # or "gelu", "elu"',
+                ),
+                Fix(
+                    "Use He initialisation for ReLU layers (and zero biases).",
+                    'keras.layers.Dense(64, activation="relu", kernel_initializer="he_normal")',
+                ),
+            ),
+        )
+        for layer, onset, share, _ in _flagged(run, "dead")
+        if _dying(run, layer, share)
+    ]
+
+
+def check_saturated_activation(run: RunSignals) -> list[Finding]:
+    return [
+        Finding(
+            code="saturated_activation",
+            severity=Severity.WARNING,
+            step=onset,
+            title=f"{share:.0%} of {layer}'s {activation} outputs are saturated",
+            detail=(
+                f"On the probe batch, {share:.0%} of {layer}'s {activation} outputs sit in the flat tails "
+                f"(inputs beyond the SageMaker Debugger thresholds: ±9.4 for tanh, -23/16.6 for sigmoid) since "
+                f"step {onset}, where the gradient is ~0: those units have stopped learning. Usual causes: inputs "
+                "or weights too large (no normalisation, a large initialisation), or a learning rate too high."
+            ),
+            evidence=Evidence(("events",), onset, None, layer),
+            fixes=(
+                Fix(
+                    "Normalise the inputs and keep pre-activations small.",
+                    "keras.layers.BatchNormalization()  # before the activation; or normalise x to unit scale",
+                ),
+                Fix(
+                    "Use Glorot initialisation for sigmoid/tanh layers.",
+                    'keras.layers.Dense(64, activation="tanh", kernel_initializer="glorot_uniform")',
+                ),
+                Fix("Hidden layers: prefer ReLU/GELU, which do not saturate for positive inputs.", 'activation="gelu"'),
+                LR_FIX_LOWER,
+            ),
+        )
+        for layer, onset, share, activation in _flagged(run, "saturated")
+    ]

@@ -1,0 +1,88 @@
+"""Dead ReLU and saturated sigmoid/tanh units, from the per-epoch probe batch, on real runs
+(and their healthy twins), plus the rule on synthetic measurements."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from conftest import diagnose_logdir, read_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.callback.activation_probe import dead_share, saturated_share
+from tb_trainhealth.findings import Severity
+from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
+from tb_trainhealth.signals import RunSignals
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(1024, 16)).astype("float32")
+Y = (X[:, 0] + X[:, 1] > 0).astype("int32")
+
+
+def mlp(activation: str, **dense_kwargs) -> keras.Model:
+    hidden = [keras.layers.Dense(64, activation=activation, name=f"hidden{i}", **dense_kwargs) for i in (1, 2)]
+    return keras.Sequential([keras.Input((16,)), *hidden, keras.layers.Dense(2, name="logits")])
+
+
+def train(tmp_path, model):
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(X, Y, epochs=3, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
+    return read_logdir(str(tmp_path))["run"], diagnose_logdir(str(tmp_path))["run"]
+
+
+CASES = {
+    "dead_relu": (
+        lambda: mlp("relu", bias_initializer=keras.initializers.Constant(-4.0)),  # units start (and stay) off
+        lambda: mlp("relu", kernel_initializer="he_normal"),
+    ),
+    "saturated_activation": (
+        lambda: mlp("tanh", kernel_initializer=keras.initializers.RandomNormal(stddev=8.0)),  # pre-activations ~ +-30
+        lambda: mlp("tanh"),
+    ),
+}
+
+
+@pytest.mark.parametrize("code", list(CASES))
+def test_broken_layers_are_named_and_their_twins_are_quiet(tmp_path, code):
+    broken, healthy = CASES[code]
+    run, findings = train(tmp_path / "broken", broken())
+    assert len([e for e in run.events if e["kind"] == "activations"]) == 3  # one probe per epoch
+    found = {f.evidence.layer: f for f in findings if f.code == code}
+    assert set(found) == {"hidden1", "hidden2"}, [f.title for f in findings]
+    assert all(f.severity == Severity.WARNING and f.fixes for f in found.values())
+    _, twin = train(tmp_path / "twin", healthy())
+    assert not [f for f in twin if f.severity >= Severity.WARNING], [f.title for f in twin]
+
+
+def test_dead_relu_also_explains_the_vanishing_gradients_it_causes(tmp_path):
+    _, findings = train(tmp_path, CASES["dead_relu"][0]())
+    assert "vanishing_gradients" not in {f.code for f in findings}
+
+
+def test_shares_follow_the_sagemaker_definitions():
+    outputs = np.zeros((100, 4), np.float32)
+    outputs[:, 0] = 1.0  # always active
+    outputs[0, 1] = 1.0  # active on 1% of samples: not dead (dead is < 1%)
+    assert dead_share(outputs) == 0.5
+    assert saturated_share("tanh", np.array([1.0, -1.0, 0.999, 0.0], np.float32)) == 0.5
+    assert saturated_share("sigmoid", np.array([1.0, 1e-12, 0.5, 1e-8], np.float32)) == 0.5
+
+
+def samples(*shares: float) -> RunSignals:
+    events = [
+        {"kind": "activations", "step": 100 * (i + 1), "layers": {"d": {"activation": "relu", "dead": share}}}
+        for i, share in enumerate(shares)
+    ]
+    return RunSignals("r", events=events)
+
+
+@pytest.mark.parametrize(
+    ("shares", "onset"),
+    [((0.1, 0.6, 0.7), 200), ((0.6, 0.7, 0.4), None), ((0.5, 0.5), None), ((0.95,), 100), ((0.56, 0.58, 0.57), None)],
+    ids=["dies-at-200", "recovered", "at-the-threshold", "all-dead-from-the-start", "half-off-from-init-not-dying"],
+)
+def test_dead_relu_onset_is_where_it_stayed_dead(shares, onset):
+    found = check_dead_relu(samples(*shares))
+    assert [f.step for f in found] == ([onset] if onset else [])
+    assert check_saturated_activation(samples(*shares)) == []  # a ReLU layer is never "saturated"

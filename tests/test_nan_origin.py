@@ -1,0 +1,107 @@
+"""The first NaN, located: the batch is replayed layer by layer on the weights from before the
+failing update, and the finding names the layer, the op, the step and the op's own fix."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import diagnose_logdir, read_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.findings import Severity
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(640, 8)).astype("float32")
+Y = (X[:, :1] * 0.5 + 0.1 * rng.normal(size=(640, 1))).astype("float32")
+
+
+@keras.saving.register_keras_serializable("tests")
+class LogFeatures(keras.layers.Layer):
+    """log of ReLU features: log(0) = -inf as soon as a unit is off (the bug); log1p is the fix."""
+
+    def __init__(self, safe: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.safe = safe
+
+    def call(self, x):
+        return tf.math.log1p(x) if self.safe else tf.math.log(x)
+
+
+def log_model(safe: bool) -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, activation="relu", name="features"),
+            LogFeatures(safe, name="log_features"),
+            keras.layers.Dense(1, name="head"),
+        ]
+    )
+
+
+def functional_log_model(safe: bool) -> keras.Model:
+    inputs = keras.Input((8,))
+    hidden = keras.layers.Dense(16, activation="relu", name="features")(inputs)
+    outputs = keras.layers.Dense(1, name="head")(LogFeatures(safe, name="log_features")(hidden))
+    return keras.Model(inputs, outputs)
+
+
+def fit(tmp_path, model, loss="mse", x=X, y=Y, epochs=2):
+    keras.utils.set_random_seed(0)
+    model.compile(keras.optimizers.Adam(1e-3), loss)
+    model.fit(
+        x, y, batch_size=32, epochs=epochs, shuffle=False, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))]
+    )
+    return read_logdir(str(tmp_path))["run"], diagnose_logdir(str(tmp_path))["run"]
+
+
+@pytest.mark.parametrize("build", [log_model, functional_log_model], ids=["sequential", "functional"])
+def test_nan_from_log_of_zero_names_the_layer_the_op_and_its_fix(tmp_path, build):
+    run, findings = fit(tmp_path, build(safe=False))
+    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
+    assert origin["where"] == "forward" and origin["layer"] == "log_features" and origin["op"] == "Log"
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert finding.severity == Severity.CRITICAL and finding.step == 1 == origin["step"]
+    assert finding.evidence.layer == "log_features" and "starts in layer log_features (Log)" in finding.title
+    assert "tf.math.log(tf.maximum(x, 1e-7))" in finding.fixes[0].code
+
+
+def test_healthy_twin_log1p_is_quiet(tmp_path):
+    run, findings = fit(tmp_path, log_model(safe=True))
+    assert not [e for e in run.events if e["kind"] in ("nan_origin", "nonfinite")]
+    assert not [f for f in findings if f.severity >= Severity.WARNING]
+
+
+def test_nan_from_a_custom_loss_is_placed_in_the_loss(tmp_path):
+    def log_loss(y_true, y_pred):  # log of a linear output: NaN once a prediction goes negative
+        return -tf.reduce_mean(tf.math.log(y_pred))
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    run, findings = fit(tmp_path, model, loss=log_loss)
+    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
+    assert origin["where"] == "loss" and origin["op"] == "Log"
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert "starts in the loss (Log)" in finding.title and "log" in finding.fixes[0].text
+
+
+def test_nan_in_the_data_is_placed_in_the_batch_with_its_position(tmp_path):
+    x = X.copy()
+    x[3 * 32 + 7, 5] = np.inf  # batch 4 (step 4), row 7, feature 5
+    run, findings = fit(
+        tmp_path, keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)]), x=x
+    )
+    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
+    assert origin == {"kind": "nan_origin", "step": 4, "where": "input", "count": 1, "position": [7, 5]}
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert finding.step == 4 and "input batch holds NaN/Inf" in finding.title
+    assert "np.isfinite(x_train)" in finding.fixes[0].code
+
+
+def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
+    model = log_model(safe=False)
+    model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True)
+    model.fit(X, Y, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "xla"))])
+    run = read_logdir(str(tmp_path))["xla"]
+    assert not [e for e in run.events if e["kind"] == "nan_origin"]  # no host callback inside XLA
+    assert [e for e in run.events if e["kind"] == "nonfinite"]  # the NaN itself is still found
