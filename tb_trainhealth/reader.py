@@ -52,6 +52,7 @@ OUR_SCALARS = {
 OUR_LAYER_TENSORS = {
     schema.TAG_LAYER_GRAD_NORM: sig.LAYER_GRAD_NORM,
     schema.TAG_LAYER_WEIGHT_NORM: sig.LAYER_WEIGHT_NORM,
+    schema.TAG_LAYER_UPDATE_RATIO: sig.LAYER_UPDATE_RATIO,
 }
 # Loss tags written by Keras' TensorBoard callback or by hand with tf.summary.scalar.
 TRAIN_LOSS_TAGS = {

@@ -40,6 +40,8 @@ EPOCH_TAG_PREFIX = "health/epoch/"
 TAG_LAYER_GRAD_NORM = "health/layer/grad_norm"
 TAG_LAYER_WEIGHT_NORM = "health/layer/weight_norm"
 TAG_LAYER_GRAD_NONFINITE = "health/layer/grad_nonfinite"
+# ||w_after - w_before|| / ||w_after|| per layer, on every UPDATE_EVERY-th step (sampled).
+TAG_LAYER_UPDATE_RATIO = "health/layer/update_ratio"
 
 # Discrete records (rank-0 string tensor holding JSON, data class TENSOR, RECORDS_PLUGIN_NAME).
 TAG_RUN_INFO = "health/run_info"  # model description, once per fit()

@@ -23,6 +23,7 @@ HOST_MEMORY_MB = "host_memory_mb"
 DEVICE_MEMORY_MB = "device_memory_mb"
 LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
+LAYER_UPDATE_RATIO = "layer_update_ratio"
 
 
 # Events that sample the state of training (like a series point), not one-off records.

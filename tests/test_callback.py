@@ -228,3 +228,19 @@ def test_model_lint_last_layer_vs_loss(tmp_path, activation, loss, check):
     else:
         (finding,) = found
         assert check in finding.title and finding.evidence.layer == "head" and finding.fixes[0].code
+
+
+def test_update_ratio_is_the_real_update_over_the_weights(tmp_path):
+    """Plain SGD moves each weight by exactly lr * gradient: the sampled ||dw|| / ||w|| must equal
+    lr * ||g|| / ||w|| on the same step, layer by layer."""
+    model = tiny_model()
+    x, y = data(640)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
+    run = read_logdir(str(tmp_path))["run"]
+    ratios = run.layer_series[sig.LAYER_UPDATE_RATIO]
+    assert list(ratios.steps) == list(range(step_probe.UPDATE_EVERY, 81, step_probe.UPDATE_EVERY))
+    grads, weights = run.layer_series[sig.LAYER_GRAD_NORM], run.layer_series[sig.LAYER_WEIGHT_NORM]
+    for step, ratio in zip(ratios.steps, ratios.values):
+        grad = grads.values[list(grads.steps).index(step)]
+        weight = weights.values[list(weights.steps).index(step)]
+        np.testing.assert_allclose(ratio * weight, 0.1 * grad, rtol=1e-4)

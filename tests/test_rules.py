@@ -301,3 +301,32 @@ def test_negative_cross_entropy_is_a_label_problem():
     assert finding.code == "label_problem" and finding.severity == Severity.CRITICAL and "negative" in finding.title
     run.info["loss"] = "mean_squared_error"  # not a cross-entropy: a negative value is no claim here
     assert check_label_problem(run) == []
+
+
+def with_update_ratio(run: RunSignals, ratio: float) -> RunSignals:
+    steps = np.arange(20, 20 * 11, 20)
+    run.layer_series[sig.LAYER_UPDATE_RATIO] = LayerSeries(steps, np.full((len(steps), 2), ratio))
+    return run
+
+
+def swinging_loss() -> np.ndarray:
+    """No progress, swings of ~80% of the level; the same draw every time (the rule also needs
+    the last quarter's median within 10% of the third's)."""
+    return 2.3 * np.exp(0.6 * np.random.default_rng(5).normal(size=400))
+
+
+@pytest.mark.parametrize(("ratio", "fires"), [(None, True), (0.3, True), (7e-4, False)])
+def test_oscillation_needs_large_updates_where_they_are_measured(ratio, fires):
+    run = run_with(loss=swinging_loss())
+    if ratio is not None:
+        with_update_ratio(run, ratio)
+    found = check_loss_oscillation(run)
+    assert bool(found) == fires
+    if found and ratio is not None:
+        assert "learning rate is too high" in found[0].detail
+
+
+def test_plateau_with_tiny_updates_puts_the_learning_rate_first():
+    run = with_update_ratio(run_with(loss=1.0 + 0.01 * RNG.normal(size=400)), 3e-7)
+    (finding,) = check_loss_plateau(run)
+    assert finding.fixes[0].text.startswith("Raise the learning rate: each step moves the weights by only 3.0e-07")

@@ -432,9 +432,21 @@ class HealthCallback(keras.callbacks.Callback):
             sig.LAYER_WEIGHT_NORM, rows.steps[weight_rows], rows.layer_weight_norm[weight_rows]
         )
         self._find_nonfinite(rows)
+        self._record_update_ratios(rows)
         for origin in self._probe.nan_origins:  # replayed inside the failing step
             self._record_event({"kind": "nan_origin", "step": self._base_step + origin.pop("row") + 1, **origin})
         self._probe.nan_origins.clear()
+
+    def _record_update_ratios(self, rows: Rows) -> None:
+        """||dw|| / ||w|| per layer on the sampled rows (update norms are NaN on the others)."""
+        sampled = np.flatnonzero(np.isfinite(rows.layer_update_norm).any(axis=1))
+        if sampled.size == 0:
+            return
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = rows.layer_update_norm[sampled] / rows.layer_weight_norm[sampled]
+        for index, ratio in zip(sampled, ratios):
+            self._writer.write_vector(schema.TAG_LAYER_UPDATE_RATIO, int(rows.steps[index]), ratio)
+        self._recorder.add_layer_series(sig.LAYER_UPDATE_RATIO, rows.steps[sampled], ratios)
 
     def _memory_columns(self, num_rows: int) -> dict[str, np.ndarray]:
         """Host RSS (a /proc read) and device memory, sampled once per read-back window."""

@@ -28,9 +28,12 @@ from tb_trainhealth.callback.nan_origin import finite_scalar, is_plain_batch, lo
 
 logger = logging.getLogger(__name__)
 
-# Row layout: fixed columns, then three blocks of one value per layer.
+# Row layout: fixed columns, then four blocks of one value per layer.
 COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE = range(4)
 FIXED_COLUMNS = 4
+# The update norm ||w_after - w_before|| needs a copy of the weights before the update:
+# taken on every this-many-th step only (the copy lives for the length of one update).
+UPDATE_EVERY = 20
 
 
 def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
@@ -115,6 +118,11 @@ class Rows:
     def layer_weight_norm(self) -> np.ndarray:
         return self.block(2)
 
+    @property
+    def layer_update_norm(self) -> np.ndarray:
+        """||w_after - w_before|| per layer on sampled steps (UPDATE_EVERY), NaN on the others."""
+        return self.block(3)
+
 
 class StepProbe:
     """Installs the optimizer wrappers and owns the ring buffer they write."""
@@ -129,7 +137,7 @@ class StepProbe:
         self.optimizer = model.optimizer
         self.layout = LayerLayout.of(model)
         self.capacity = capacity
-        self.width = FIXED_COLUMNS + 3 * len(self.layout.names)
+        self.width = FIXED_COLUMNS + 4 * len(self.layout.names)
         self.loss_captured = False
         self._loss = None
         self._read = 0  # rows consumed so far
@@ -161,8 +169,10 @@ class StepProbe:
             # The update waits for the (rarely firing) NaN replay through its gradients, not through
             # a control_dependencies block: the optimizer may create its variables in there.
             grads = _after(self._nan_trigger(gradients.total_sumsq), grads)
+            sampled = tf.equal(tf.math.floormod(self.count + 1, UPDATE_EVERY), 0)
+            before = self._weights_before(sampled, variables)
             result = original_apply(grads, trainable_variables)
-            self._record(gradients, variables)
+            self._record(gradients, variables, self._update_norms(sampled, variables, before))
             return result
 
         object.__setattr__(optimizer, "scale_loss", scale_loss)
@@ -234,7 +244,37 @@ class StepProbe:
         grad_sumsq = 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in grad_terms]) / (scale * scale)
         return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
 
-    def _record(self, gradients: GradientStats, variables: list) -> None:
+    def _tracked(self, variables: list) -> list[tuple[int, object]]:
+        return [(self.layout.var_to_layer[v.path], v) for v in variables if v.path in self.layout.var_to_layer]
+
+    def _weights_before(self, sampled: tf.Tensor, variables: list) -> list[tf.Tensor]:
+        """A copy of the weights on sampled steps (reads are ordered before the update: same resource).
+        Not under XLA: its conditionals need equal shapes in both branches, i.e. a full-size copy
+        (or zeros) on every step."""
+        tracked = self._tracked(variables)
+        if not tracked or self.model.jit_compile:
+            return []
+        return tf.cond(
+            sampled,
+            lambda: [tf.identity(tf.cast(v.value, tf.float32)) for _, v in tracked],
+            lambda: [tf.zeros([0]) for _ in tracked],
+        )
+
+    def _update_norms(self, sampled: tf.Tensor, variables: list, before: list[tf.Tensor]) -> tf.Tensor:
+        num_layers = len(self.layout.names)
+        tracked = self._tracked(variables)
+
+        def norms():
+            terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
+            for (index, variable), old in zip(tracked, before):
+                terms[index].append(tf.nn.l2_loss(tf.cast(variable.value, tf.float32) - old))
+            return tf.sqrt(2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in terms]))
+
+        if not tracked or not before:
+            return tf.fill([num_layers], np.float32(np.nan))
+        return tf.cond(sampled, norms, lambda: tf.fill([num_layers], np.float32(np.nan)))
+
+    def _record(self, gradients: GradientStats, variables: list, update_norms: tf.Tensor) -> None:
         """One row into the ring buffer: loss, norms, lr, non-finite counts, weights after the update."""
         num_layers = len(self.layout.names)
         weight_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
@@ -264,6 +304,7 @@ class StepProbe:
                 tf.sqrt(gradients.layer_sumsq),
                 layer_nonfinite,
                 weight_norms,
+                update_norms,
             ],
             axis=0,
         )

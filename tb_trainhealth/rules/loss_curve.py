@@ -25,6 +25,7 @@ from tb_trainhealth.rules.series_math import (
     trailing_median,
 )
 from tb_trainhealth.rules.training_data import constant_baseline
+from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, LOW_UPDATE_RATIO, update_ratio_level
 from tb_trainhealth.signals import RunSignals, Series
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
@@ -222,8 +223,17 @@ def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
                 "see those findings. A model that cannot fit its labels sits at the constant baseline."
             )
         )
+    ratio = update_ratio_level(run)
     lr = run.get(sig.LEARNING_RATE)
-    if lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR:
+    if ratio is not None and ratio < LOW_UPDATE_RATIO:
+        first.append(
+            Fix(
+                f"Raise the learning rate: each step moves the weights by only {ratio:.1e} of their size "
+                "(healthy training: about 1e-3).",
+                PLATEAU_FIXES[0].code,
+            )
+        )
+    elif lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR:
         first.append(PLATEAU_FIXES[0])
     return tuple(first) + tuple(f for f in PLATEAU_FIXES if f not in first)
 
@@ -314,6 +324,11 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     trend = np.median(late[quarter:]) / np.median(late[:quarter])
     if spread < OSCILLATION_SPREAD or not OSCILLATION_TREND <= trend <= 1 / OSCILLATION_TREND:
         return []
+    # Where the update size is measured, too high a learning rate shows in it: normal-sized
+    # updates (~1e-3 of the weights) with a swinging loss are minibatch noise, not oscillation.
+    ratio = update_ratio_level(run)
+    if ratio is not None and ratio < HIGH_UPDATE_RATIO:
+        return []
     onset = int(loss.steps[half])
     return [
         Finding(
@@ -325,6 +340,12 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
                 f"Over the second half of the run (from step {onset}) training loss ({name}) swings with an "
                 f"inter-quartile range of {spread:.0%} of its median {level:.4g}, which is {level / start:.0%} "
                 f"of the untrained model's loss {start:.4g}: no progress."
+                + (
+                    f" Each step moves the weights by {ratio:.2g} of their size (healthy: about 1e-3): the "
+                    "learning rate is too high."
+                    if ratio is not None
+                    else ""
+                )
             ),
             evidence=Evidence((name,), onset, int(loss.steps[-1])),
             fixes=(
