@@ -30,6 +30,12 @@ LAYER_UPDATE_RATIO = "layer_update_ratio"
 MEASUREMENT_EVENTS = ("activations",)
 
 
+def event_step(event: dict[str, Any]) -> int | None:
+    """An event's step, when it has a valid one (events come from files: anything goes)."""
+    step = event.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 @dataclasses.dataclass
 class Series:
     """A scalar series; steps ascending. Values may hold NaN/Inf: rules must cope."""
@@ -91,6 +97,18 @@ class RunSignals:
     def get(self, name: str) -> Series | None:
         series = self.series.get(name)
         return series if series is not None and len(series) else None
+
+    def first_of_each_check(self, kind: str, checks: Any) -> list[dict[str, Any]]:
+        """The first event of `kind` for each check name in `checks`, in log order (a fit
+        repeated on the same run lints again: one finding per check is enough)."""
+        seen: set[str] = set()
+        found = []
+        for event in self.events:
+            check = event.get("check")
+            if event.get("kind") == kind and check in checks and check not in seen:
+                seen.add(check)
+                found.append(event)
+        return found
 
     def before(self, step: int) -> RunSignals:
         """A copy with every series cut to the steps before `step`. Events are kept (what

@@ -74,7 +74,12 @@ def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
     chart.locator("canvas").first.wait_for()
     assert chart.get_attribute("data-onset-step") == "38"
     card.locator("[data-testid=copy-button]").first.click()
-    copied = page.evaluate("navigator.clipboard.readText()")
+    copied = ""
+    for _ in range(40):  # the clipboard write is asynchronous: poll for it (up to 2 s)
+        copied = page.evaluate("navigator.clipboard.readText()")
+        if copied:
+            break
+        page.wait_for_timeout(50)
     assert copied == card.locator("pre").first.inner_text() and "np.isfinite" in copied
     frame.locator("[data-testid=layer-chart] canvas").first.wait_for()
 

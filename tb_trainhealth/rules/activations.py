@@ -12,6 +12,7 @@ from typing import Any
 
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
+from tb_trainhealth.rules.training_data import has_constant_input
 from tb_trainhealth.signals import RunSignals
 
 LAYER_SHARE = 0.5
@@ -31,6 +32,8 @@ def _samples(run: RunSignals) -> list[dict[str, Any]]:
 
 
 def _dying(run: RunSignals, layer: str, share: float) -> bool:
+    if has_constant_input(run):
+        return False  # every unit sees the same input: unnormalized_input explains it
     first = next((s["layers"].get(layer, {}).get("dead") for s in _samples(run) if layer in s["layers"]), None)
     return share >= DEAD_NEARLY_ALL or (isinstance(first, (int, float)) and share - first >= DEAD_GROWTH)
 

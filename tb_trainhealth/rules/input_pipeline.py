@@ -17,7 +17,7 @@ import numpy as np
 
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, event_step
 
 HIGHLY_INPUT_BOUND = 0.20  # XProf: "highly input-bound"
 MODERATELY_INPUT_BOUND = 0.05  # XProf: "moderately input-bound"
@@ -145,13 +145,7 @@ _LINT: dict[str, tuple[str, str, Fix, str]] = {
 
 
 def _lint_events(run: RunSignals) -> list[dict[str, Any]]:
-    seen, events = set(), []
-    for event in run.events:
-        check = event.get("check")
-        if event.get("kind") == "pipeline_lint" and check in _LINT and check not in seen:
-            seen.add(check)
-            events.append(event)
-    return events
+    return run.first_of_each_check("pipeline_lint", _LINT)
 
 
 def _fields(event: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +179,7 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
             Finding(
                 code="input_pipeline_config",
                 severity=severity,
-                step=event.get("step") if isinstance(event.get("step"), int) else None,  # the fit() it was found at
+                step=event_step(event),  # the fit() it was found at
                 title=title.format(**fields),
                 detail=why.format(**fields) + cost + f" (tf.data op: {event.get('stage', '?')})",
                 evidence=Evidence(("events",), None, None, event["check"]),

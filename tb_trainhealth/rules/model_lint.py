@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, event_step
 
 _LOSS_CLASS = {
     "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
@@ -63,12 +63,9 @@ def _interval(bounds: object) -> str:
 
 
 def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
-    findings, seen = [], set()
-    for event in run.events:
-        check = event.get("check")
-        if event.get("kind") != "lint" or check not in _EXPLAIN or check in seen:
-            continue
-        seen.add(check)
+    findings = []
+    for event in run.first_of_each_check("lint", _EXPLAIN):
+        check = event["check"]
         fields = {
             "layer": event.get("layer") or "?",
             "activation": event.get("activation") or "?",
@@ -83,7 +80,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
             Finding(
                 code="output_loss_mismatch",
                 severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
-                step=event.get("step") if isinstance(event.get("step"), int) else None,  # the fit() it was found at
+                step=event_step(event),  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.replace('_', ' ')}",
                 detail=detail,
                 evidence=Evidence(("events",), None, None, event.get("layer")),

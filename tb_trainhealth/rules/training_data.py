@@ -16,7 +16,7 @@ import numpy as np
 from tb_trainhealth import signals as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, event_step
 
 CROSS_ENTROPY_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy")
 # Cross-entropy cannot go below 0; allow float round-off.
@@ -110,13 +110,7 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
 
 
 def _lint(run: RunSignals, checks: set[str] | dict[str, Any]) -> list[dict[str, Any]]:
-    seen, found = set(), []
-    for event in run.events:
-        check = event.get("check")
-        if event.get("kind") == "lint" and check in checks and check not in seen:
-            seen.add(check)
-            found.append(event)
-    return found
+    return run.first_of_each_check("lint", checks)
 
 
 def _format(text: str, event: dict[str, Any]) -> str:
@@ -145,7 +139,7 @@ def _label_lint_findings(run: RunSignals) -> list[Finding]:
             Finding(
                 code="label_problem",
                 severity=severity,
-                step=event.get("step") if isinstance(event.get("step"), int) else None,
+                step=event_step(event),
                 title=_format(title, event),
                 detail=_format(detail, event),
                 evidence=Evidence(("events",), None, None, event["check"]),
@@ -231,7 +225,7 @@ def _constant_input(event: dict[str, Any]) -> Finding:
     return Finding(
         code="unnormalized_input",
         severity=Severity.CRITICAL,
-        step=event.get("step") if isinstance(event.get("step"), int) else None,
+        step=event_step(event),
         title=f"Every input value in the first batch is {value:g}: the inputs carry no information",
         detail=(
             "The whole first batch holds one value, so the model cannot tell samples apart; it can only learn "
@@ -262,7 +256,7 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
         Finding(
             code="unnormalized_input",
             severity=Severity.WARNING,
-            step=event.get("step") if isinstance(event.get("step"), int) else None,
+            step=event_step(event),
             title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})",
             detail=(
                 "Weight initialisers (Glorot, He) and default learning rates assume inputs of roughly unit "

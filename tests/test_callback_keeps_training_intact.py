@@ -1,0 +1,78 @@
+"""The callback must never break training: the input-wait probe, the first-batch lint, the NaN
+trigger and the activation probe on the shapes of real user code (dict inputs, subclassed and
+nested models, sample weights, infinite datasets, validation data)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import read_logdir
+
+from tb_trainhealth import HealthCallback
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(256, 8)).astype("float32")
+Y = rng.integers(0, 3, 256).astype("int32")
+LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+class Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(16, activation="relu")
+        self.out = keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+def dict_inputs_model() -> keras.Model:
+    a, b = keras.Input((4,), name="a"), keras.Input((4,), name="b")
+    hidden = keras.layers.Dense(16, activation="relu")(keras.layers.Concatenate()([a, b]))
+    return keras.Model({"a": a, "b": b}, keras.layers.Dense(3)(hidden))
+
+
+def nested_model() -> keras.Model:
+    base = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu")], name="base")
+    return keras.Sequential([keras.Input((8,)), base, keras.layers.Dense(3)])
+
+
+def mlp() -> keras.Model:
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
+
+
+CASES = {
+    "subclassed model": (Subclassed, lambda: {"x": X, "y": Y}),
+    "dict inputs": (dict_inputs_model, lambda: {"x": {"a": X[:, :4], "b": X[:, 4:]}, "y": Y}),
+    "nested model": (nested_model, lambda: {"x": X, "y": Y}),
+    "sample weights": (mlp, lambda: {"x": X, "y": Y, "sample_weight": rng.uniform(size=256).astype("float32")}),
+    "infinite dataset with steps_per_epoch": (
+        mlp,
+        lambda: {"x": tf.data.Dataset.from_tensor_slices((X, Y)).repeat().batch(32), "steps_per_epoch": 5},
+    ),
+    "validation data and class weights": (
+        mlp,
+        lambda: {"x": X, "y": Y, "validation_data": (X[:64], Y[:64]), "class_weight": {0: 1.0, 1: 2.0, 2: 1.0}},
+    ),
+    "ragged last batch": (mlp, lambda: {"x": X[:250], "y": Y[:250], "batch_size": 32}),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_training_is_unchanged_and_recorded(tmp_path, case):
+    build, fit_kwargs = CASES[case]
+    kwargs = fit_kwargs()
+    histories = []
+    for callbacks in ([], [HealthCallback(str(tmp_path / "run"))]):
+        keras.utils.set_random_seed(0)
+        model = build()
+        model.compile(keras.optimizers.Adam(1e-3), LOSS)
+        histories.append(model.fit(epochs=2, verbose=0, shuffle=False, callbacks=callbacks, **kwargs).history)
+    plain, probed = histories
+    # The same training: the callback changes nothing the model computes.
+    np.testing.assert_allclose(probed["loss"], plain["loss"], rtol=1e-5)
+    run = read_logdir(str(tmp_path))["run"]
+    assert len(run.series["input_wait_ms"]) == len(run.series["loss"]) > 0
+    assert not [e for e in run.events if e["kind"] in ("crash", "nonfinite")]
