@@ -27,7 +27,7 @@ def mlp(activation: str, **dense_kwargs) -> keras.Model:
 def train(tmp_path, model):
     keras.utils.set_random_seed(0)
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(X, Y, epochs=3, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
+    model.fit(X, Y, batch_size=8, epochs=3, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
     return read_logdir(str(tmp_path))["run"], diagnose_logdir(str(tmp_path))["run"]
 
 
@@ -47,7 +47,8 @@ CASES = {
 def test_broken_layers_are_named_and_their_twins_are_quiet(tmp_path, code):
     broken, healthy = CASES[code]
     run, findings = train(tmp_path / "broken", broken())
-    assert len([e for e in run.events if e["kind"] == "activations"]) == 3  # one probe per epoch
+    # At epoch ends (128 steps each), at most every PROBE_EVERY_STEPS (200) steps.
+    assert [e["step"] for e in run.events if e["kind"] == "activations"] == [128, 384]
     found = {f.evidence.layer: f for f in findings if f.code == code}
     assert set(found) == {"hidden1", "hidden2"}, [f.title for f in findings]
     assert all(f.severity == Severity.WARNING and f.fixes for f in found.values())

@@ -1,4 +1,5 @@
-"""Activation health from a small probe batch, sampled sparsely (epoch ends), never per step.
+"""Activation health from a small probe batch, sampled sparsely (epoch ends, at most every
+PROBE_EVERY_STEPS steps), never per step.
 
 One eager forward pass of the first training batch through a sub-model that returns
 every ReLU/sigmoid/tanh layer's output. Per layer it measures:
@@ -19,7 +20,11 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
+# At most one probe per this many steps (epoch ends closer together are skipped): short
+# epochs would otherwise pay a forward pass every few dozen steps.
+PROBE_EVERY_STEPS = 200
 # A unit is dead when it is active on fewer than this share of probe positions.
 DEAD_ACTIVITY = 0.01
 SIGMOID_LOW = 1.0e-10  # sigmoid(-23)
@@ -56,15 +61,22 @@ class ActivationProbe:
             if (kind := _activation_kind(layer)) and layer is not model.layers[-1]
         ]
         self._taps = None
+        self.last_step: int | None = None
         if self.layers and getattr(model, "inputs", None):
-            self._taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
+            taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
+            # Traced once: an eager Keras call costs ~10 ms even for a small model.
+            self._taps = tf.function(lambda x: taps(x, training=False), reduce_retracing=True)
 
     @property
     def available(self) -> bool:
         return self._taps is not None
 
-    def measure(self, x: Any) -> dict[str, dict[str, Any]]:
-        outputs = self._taps(x, training=False)
+    def due(self, step: int) -> bool:
+        return self.last_step is None or step - self.last_step >= PROBE_EVERY_STEPS
+
+    def measure(self, x: Any, step: int) -> dict[str, dict[str, Any]]:
+        self.last_step = step
+        outputs = self._taps(x)
         if len(self.layers) == 1:
             outputs = [outputs]
         measured = {}

@@ -252,9 +252,10 @@ class HealthCallback(keras.callbacks.Callback):
     def _measure_activations(self, epoch: int) -> None:
         """Dead ReLU / saturated sigmoid-tanh shares on the first batch, once per epoch."""
         probe_x = self._batch_lint.first_inputs if self._batch_lint is not None else None
-        if self._activations is None or not self._activations.available or probe_x is None:
+        probe = self._activations
+        if probe is None or not probe.available or probe_x is None or not probe.due(self._step):
             return
-        layers = self._activations.measure(probe_x)
+        layers = probe.measure(probe_x, self._step)
         if layers:
             self._record_event({"kind": "activations", "step": self._step, "epoch": epoch, "layers": layers})
 
