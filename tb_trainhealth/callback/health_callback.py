@@ -255,6 +255,8 @@ class HealthCallback(keras.callbacks.Callback):
         probe = self._activations
         if probe is None or not probe.available or probe_x is None or not probe.due(self._step):
             return
+        if not all(tf.is_tensor(t) for t in tf.nest.flatten(probe_x)):
+            return  # per-replica values under a distribution strategy: no single batch to probe
         layers = probe.measure(probe_x, self._step)
         if layers:
             self._record_event({"kind": "activations", "step": self._step, "epoch": epoch, "layers": layers})
