@@ -53,6 +53,7 @@ OUR_LAYER_TENSORS = {
     schema.TAG_LAYER_GRAD_NORM: sig.LAYER_GRAD_NORM,
     schema.TAG_LAYER_WEIGHT_NORM: sig.LAYER_WEIGHT_NORM,
     schema.TAG_LAYER_UPDATE_RATIO: sig.LAYER_UPDATE_RATIO,
+    schema.TAG_LAYER_GRAD_NONFINITE: sig.LAYER_GRAD_NONFINITE,
 }
 # Loss tags written by Keras' TensorBoard callback or by hand with tf.summary.scalar.
 TRAIN_LOSS_TAGS = {

@@ -24,6 +24,7 @@ DEVICE_MEMORY_MB = "device_memory_mb"
 LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
 LAYER_UPDATE_RATIO = "layer_update_ratio"
+LAYER_GRAD_NONFINITE = "layer_grad_nonfinite"  # NaN/Inf gradient elements per layer, steps with hits only
 
 
 # Events that sample the state of training (like a series point), not one-off records.

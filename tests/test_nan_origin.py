@@ -65,6 +65,9 @@ def test_nan_from_log_of_zero_names_the_layer_the_op_and_its_fix(tmp_path, build
     assert finding.severity == Severity.CRITICAL and finding.step == 1 == origin["step"]
     assert finding.evidence.layer == "log_features" and "starts in layer log_features (Log)" in finding.title
     assert "tf.math.log(tf.maximum(x, 1e-7))" in finding.fixes[0].code
+    # later hits are counted per layer: every step of the 2 epochs has NaN gradients from step 1 on
+    steps = len(run.series["grad_norm"])
+    assert f"Non-finite gradients by layer: features on {steps} step(s)" in finding.detail
 
 
 def test_healthy_twin_log1p_is_quiet(tmp_path):

@@ -494,9 +494,14 @@ class HealthCallback(keras.callbacks.Callback):
             "gradients": ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
             "weights": ~np.isfinite(rows.layer_weight_norm).all(axis=1),
         }
-        for index in np.flatnonzero(rows.column(COL_GRAD_NONFINITE) > 0):
+        hit_rows = np.flatnonzero(rows.column(COL_GRAD_NONFINITE) > 0)
+        for index in hit_rows:
             self._writer.write_vector(
                 schema.TAG_LAYER_GRAD_NONFINITE, int(rows.steps[index]), rows.layer_grad_nonfinite[index]
+            )
+        if hit_rows.size:
+            self._recorder.add_layer_series(
+                sig.LAYER_GRAD_NONFINITE, rows.steps[hit_rows], rows.layer_grad_nonfinite[hit_rows]
             )
         for where, bad in hits.items():
             if bad is None or not bad.any() or where in self._nonfinite_seen:

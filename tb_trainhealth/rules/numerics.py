@@ -119,6 +119,19 @@ def _origin_title(origin: dict | None) -> str:
     return ""
 
 
+def _hits_per_layer(run: RunSignals) -> str:
+    """How often each layer's gradients held NaN/Inf (the steps that had any), worst first."""
+    hits = run.layer_series.get(sig.LAYER_GRAD_NONFINITE)
+    if hits is None or not len(hits.steps) or hits.values.ndim != 2 or hits.values.shape[1] != len(run.layers):
+        return ""
+    steps_hit = (np.nan_to_num(hits.values, nan=1.0) > 0).sum(axis=0)
+    order = [i for i in np.argsort(-steps_hit, kind="stable") if steps_hit[i] > 0][:3]
+    if not order:
+        return ""
+    listed = ", ".join(f"{run.layers[i].name} on {int(steps_hit[i])} step(s)" for i in order)
+    return f" Non-finite gradients by layer: {listed}."
+
+
 def _first_nonfinite_step(series: sig.Series | None) -> int | None:
     if series is None:
         return None
@@ -174,6 +187,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
                 )
             ]
 
+    detail += _hits_per_layer(run)
     fixes = FIXES
     origin = next((e for e in run.events if e.get("kind") == "nan_origin"), None)
     origin_layer = None
