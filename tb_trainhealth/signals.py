@@ -106,7 +106,7 @@ class RunSignals:
         found = []
         for event in self.events:
             check = event.get("check")
-            if event.get("kind") == kind and check in checks and check not in seen:
+            if event.get("kind") == kind and isinstance(check, str) and check in checks and check not in seen:
                 seen.add(check)
                 found.append(event)
         return found

@@ -228,3 +228,18 @@ def test_missing_flatten_crash_names_the_cause(tmp_path, head, cause):
     crash = found["training_crash"]
     assert cause in crash.detail and "(32,) vs model output (32, 6, 6, 3)" in crash.detail
     assert "GlobalAveragePooling2D" in crash.fixes[0].code
+
+
+def test_undertrained_is_judged_at_the_end_and_never_stops_a_run_that_is_improving(tmp_path):
+    local = np.random.default_rng(7)  # its own data: the same run whatever ran before
+    x = local.normal(size=(1024, FEATURES)).astype("float32")
+    y = np.sin(x @ local.normal(size=FEATURES) / 3).astype("float32")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(32, activation="tanh"), keras.layers.Dense(1)]
+    )
+    model.compile(keras.optimizers.Adam(3e-4), "mse")
+    health = HealthCallback(str(tmp_path / "run"), stop_on="warning", diagnose_every=1)
+    history = model.fit(x, y, epochs=6, batch_size=64, validation_split=0.2, verbose=0, callbacks=[health])
+    assert len(history.history["loss"]) == 6, [(f.code, f.title) for f in health.findings]  # not stopped for progress
+    assert "undertrained" in {f.code for f in health.findings}  # but reported when it ended

@@ -330,3 +330,13 @@ def test_plateau_with_tiny_updates_puts_the_learning_rate_first():
     run = with_update_ratio(run_with(loss=1.0 + 0.01 * RNG.normal(size=400)), 3e-7)
     (finding,) = check_loss_plateau(run)
     assert finding.fixes[0].text.startswith("Raise the learning rate: each step moves the weights by only 3.0e-07")
+
+
+def test_lint_events_with_unhashable_checks_do_not_break_rules():
+    run = run_with(loss=healthy_loss())
+    run.events += [
+        {"kind": "lint", "check": ["x"]},
+        {"kind": "lint", "check": {"a": 1}},
+        {"kind": "pipeline_lint", "check": []},
+    ]
+    assert not [e for e in run.errors] and codes(run) == set() and not run.errors

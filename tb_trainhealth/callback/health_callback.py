@@ -35,6 +35,8 @@ from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.memory import device_memory_mb, host_rss_mb
 from tb_trainhealth.reader import OUR_SCALARS as SERIES_OF_TAG
 from tb_trainhealth.recorder import SignalRecorder
+from tb_trainhealth.rules import ALL_RULES
+from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import Layer
 
 logger = logging.getLogger(__name__)
@@ -360,7 +362,7 @@ class HealthCallback(keras.callbacks.Callback):
         atexit.unregister(self._finish)
         self._finish_batch_lint()
         self._drain()
-        self._diagnose()
+        self._diagnose(final=True)
         self._write_events()
         self._uninstall_probe()
         if self.model is not None:
@@ -549,11 +551,14 @@ class HealthCallback(keras.callbacks.Callback):
             self._diagnose()
 
     @_guarded("diagnosis")
-    def _diagnose(self) -> None:
+    def _diagnose(self, final: bool = False) -> None:
         if self._recorder is None:
             return
         self._last_diagnosed_step = self._step
-        self.findings = engine.diagnose(self._recorder.signals())
+        # Mid-run, a run that is still improving is just training: `undertrained` judges only
+        # the end (stop_on="warning" must not stop a healthy run for making progress).
+        rules = ALL_RULES if final else tuple(r for r in ALL_RULES if r is not check_undertrained)
+        self.findings = engine.diagnose(self._recorder.signals(), rules)
         for finding in self.findings:
             if finding.severity < Severity.WARNING or finding.key in self._reported:
                 continue
