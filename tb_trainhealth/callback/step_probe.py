@@ -131,7 +131,9 @@ class StepProbe:
         self.model = model
         # Replaying a batch needs a host callback inside the step: not under XLA or a
         # distribution strategy.
-        self.localize_nan = localize_nan and not model.jit_compile and not tf.distribute.has_strategy()
+        # (fit() calls callbacks outside the strategy's scope: ask the model, not the context.)
+        replicas = getattr(model.distribute_strategy, "num_replicas_in_sync", 1)
+        self.localize_nan = localize_nan and not model.jit_compile and replicas == 1
         self.nan_origins: list[dict[str, Any]] = []
         self._data: Any = None
         self.optimizer = model.optimizer
@@ -161,18 +163,22 @@ class StepProbe:
             grads = list(grads)
             scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
             variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            # Never break the user's step: if tracing the probe fails, lose the probe, not the training.
             try:
                 gradients = self._gradient_stats(grads, variables, scale)
-            except Exception:  # never break the user's step: lose the probe, not the training
+                # The update waits for the (rarely firing) NaN replay through its gradients, not
+                # through a control_dependencies block: the optimizer may create its variables there.
+                waiting = _after(self._nan_trigger(gradients.total_sumsq), grads)
+                sampled = tf.equal(tf.math.floormod(self.count + 1, UPDATE_EVERY), 0)
+                before = self._weights_before(sampled, variables)
+            except Exception:
                 logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
                 return original_apply(grads, trainable_variables)
-            # The update waits for the (rarely firing) NaN replay through its gradients, not through
-            # a control_dependencies block: the optimizer may create its variables in there.
-            grads = _after(self._nan_trigger(gradients.total_sumsq), grads)
-            sampled = tf.equal(tf.math.floormod(self.count + 1, UPDATE_EVERY), 0)
-            before = self._weights_before(sampled, variables)
-            result = original_apply(grads, trainable_variables)
-            self._record(gradients, variables, self._update_norms(sampled, variables, before))
+            result = original_apply(waiting, trainable_variables)
+            try:
+                self._record(gradients, variables, self._update_norms(sampled, variables, before))
+            except Exception:
+                logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
             return result
 
         object.__setattr__(optimizer, "scale_loss", scale_loss)
