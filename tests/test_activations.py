@@ -87,3 +87,21 @@ def test_dead_relu_onset_is_where_it_stayed_dead(shares, onset):
     found = check_dead_relu(samples(*shares))
     assert [f.step for f in found] == ([onset] if onset else [])
     assert check_saturated_activation(samples(*shares)) == []  # a ReLU layer is never "saturated"
+
+
+def test_small_batches_grow_the_probe_batch_and_a_tiny_probe_gives_no_dead_share():
+    """With batch_size=8 one batch says little about a unit that fires 10% of the time."""
+    import tensorflow as tf
+
+    from tb_trainhealth.callback.activation_probe import ActivationProbe
+    from tb_trainhealth.callback.data_lint import PROBE_SAMPLES, BatchLint
+
+    model = mlp("relu")
+    lint = BatchLint(model)
+    for start in range(0, 160, 8):
+        lint.inspect((tf.constant(X[start : start + 8]), tf.constant(Y[start : start + 8])))
+    assert lint.first_inputs.shape[0] == PROBE_SAMPLES
+    np.testing.assert_array_equal(lint.first_inputs.numpy(), X[:PROBE_SAMPLES])
+    probe = ActivationProbe(model)
+    assert "dead" in probe.measure(lint.first_inputs, step=1)["hidden1"]
+    assert "dead" not in probe.measure(tf.constant(X[:8]), step=2)["hidden1"]

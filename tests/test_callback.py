@@ -16,6 +16,7 @@ from conftest import ROOT, read_logdir
 from tb_trainhealth import HealthCallback
 from tb_trainhealth import signals as sig
 from tb_trainhealth.callback import step_probe
+from tb_trainhealth.findings import Severity
 
 
 def tiny_model(seed: int = 0) -> keras.Model:
@@ -176,8 +177,6 @@ def test_mixed_precision_loss_scale_skips_are_info_not_nonfinite(tmp_path):
     """LossScaleOptimizer skips steps whose scaled fp16 gradients overflow: normal, reported as info."""
     from conftest import diagnose_logdir
 
-    from tb_trainhealth.findings import Severity
-
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
         keras.utils.set_random_seed(0)
@@ -228,6 +227,31 @@ def test_model_lint_last_layer_vs_loss(tmp_path, activation, loss, check):
     else:
         (finding,) = found
         assert check in finding.title and finding.evidence.layer == "head" and finding.fixes[0].code
+
+
+@pytest.mark.parametrize(
+    ("layers", "check"),
+    [
+        ([keras.layers.Dense(8, activation="relu"), keras.layers.Dropout(0.8, name="drop"), keras.layers.Dense(3)],
+         "Dropout rate 0.8 in drop"),
+        ([keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3), keras.layers.Dropout(0.2, name="drop")],
+         "Dropout after the output layer (drop)"),
+        ([keras.layers.Dense(8, activation="relu"), keras.layers.Dropout(0.5, name="drop"), keras.layers.Dense(3)],
+         None),  # the usual rate
+    ],
+    ids=["rate-0.8", "after-output", "rate-0.5"],
+)  # fmt: skip
+def test_model_config_lint_on_dropout(tmp_path, layers, check):
+    from conftest import diagnose_logdir
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), *layers])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = data(64)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"), verbose=False)])
+    found = [f for f in diagnose_logdir(str(tmp_path))["r"] if f.code == "model_config"]
+    assert [f.title for f in found] == ([] if check is None else [check])
+    assert all(f.severity == Severity.INFO and f.evidence.layer == "drop" and f.fixes[0].code for f in found)
 
 
 def test_update_ratio_is_the_real_update_over_the_weights(tmp_path):

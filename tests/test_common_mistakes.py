@@ -60,6 +60,31 @@ def sorted_by_class():
     return X[order], Y[order]
 
 
+def segmenter() -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Rescaling(1 / 255),
+            keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+            keras.layers.Conv2D(2, 1),  # per-pixel logits: background, bright
+        ]
+    )
+
+
+# Per-pixel masks: 1 where the pixel is bright; the first row marked void (255) in VOID_MASKS,
+# as segmentation datasets mark unlabelled pixels.
+MASKS = (PIXELS[..., 0] > 127).astype("int32")
+VOID_MASKS = MASKS.copy()
+VOID_MASKS[:, 0, :] = 255
+
+
+def functional_mlp(divide_by: float) -> keras.Model:
+    inputs = keras.Input((64,))
+    x = inputs / divide_by  # plain arithmetic: no layer the lint could recognise
+    x = keras.layers.Dense(32, activation="relu")(x)
+    return keras.Model(inputs, keras.layers.Dense(CLASSES)(x))
+
+
 REGRESSION_Y = (300 + 50 * np.tanh(X[:, 0])).astype("float32")  # targets in the hundreds
 
 # name: (broken run, healthy twin, expected code, text the first fixes must hold)
@@ -152,6 +177,24 @@ CASES = {
         ),
         "unnormalized_input",
         "Rescaling(1.0 / 255)",
+    ),
+    "raw pixels into a functional model (x / 255 inside it is fine)": (
+        lambda p: train(p, functional_mlp(1.0), sparse(), PIXELS.reshape(N, -1).astype("float32"), Y, epochs=2),
+        lambda p: train(p, functional_mlp(255.0), sparse(), PIXELS.reshape(N, -1).astype("float32"), Y, epochs=2),
+        "unnormalized_input",
+        "Rescaling(1.0 / 255)",
+    ),
+    "segmentation masks with ids 1..2 for two classes (void pixels with ignore_class are fine)": (
+        lambda p: train(p, segmenter(), sparse(), PIXELS, MASKS + 1),
+        lambda p: train(
+            p,
+            segmenter(),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=255),
+            PIXELS,
+            VOID_MASKS,
+        ),
+        "label_problem",
+        "np.unique(y, return_inverse=True)",
     ),
 }
 

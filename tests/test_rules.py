@@ -292,6 +292,19 @@ def test_loss_at_the_constant_baseline_is_a_plateau_naming_it(level, fires):
         assert "1.099" in found[0].title and found[0].step == 251
 
 
+@pytest.mark.parametrize(("epochs", "fires"), [(2, False), (4, True)])
+def test_constant_baseline_must_hold_for_epochs_before_it_is_called(epochs, fires):
+    """A healthy model may sit at the baseline for its first epoch; a run stopped then is not stuck."""
+    steps_per_epoch = 500 // epochs
+    loss = np.concatenate([np.linspace(1.5, 1.0986, 50), 1.0986 * np.exp(0.05 * RNG.normal(size=450))])
+    run = run_with(loss=loss)
+    ends = np.arange(1, epochs + 1) * steps_per_epoch
+    run.series[sig.EPOCH_LOSS] = Series.of(ends, loss[ends - 1])
+    run.events.append({"kind": "lint", "check": "label_statistics", "loss": "sparse_categorical_crossentropy",
+                       "class_counts": [100, 100, 100]})  # fmt: skip
+    assert bool([f for f in check_loss_plateau(run) if "baseline" in f.title]) == fires
+
+
 def test_negative_cross_entropy_is_a_label_problem():
     from tb_trainhealth.rules.training_data import check_label_problem
 

@@ -27,6 +27,9 @@ import tensorflow as tf
 PROBE_EVERY_STEPS = 200
 # A unit is dead when it is active on fewer than this share of probe positions.
 DEAD_ACTIVITY = 0.01
+# Below this many positions per unit, "never active" is chance, not death: a unit active on
+# 10% of inputs shows no activity in 8 samples 43% of the time. The dead share is then not given.
+MIN_DEAD_POSITIONS = 32
 SIGMOID_LOW = 1.0e-10  # sigmoid(-23)
 _KINDS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
 
@@ -83,7 +86,9 @@ class ActivationProbe:
         for (layer, kind), output in zip(self.layers, outputs):
             values = np.asarray(output, dtype=np.float32)
             if kind == "relu":
-                measured[layer.name] = {"activation": kind, "dead": dead_share(values), "units": int(values.shape[-1])}
+                measured[layer.name] = {"activation": kind, "units": int(values.shape[-1])}
+                if values.size // max(values.shape[-1], 1) >= MIN_DEAD_POSITIONS:
+                    measured[layer.name]["dead"] = dead_share(values)
             else:
                 measured[layer.name] = {
                     "activation": kind,

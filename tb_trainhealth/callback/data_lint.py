@@ -10,6 +10,7 @@ over the first `LABEL_BATCHES` batches. Returns plain events; the read-side rule
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import keras
@@ -50,6 +51,9 @@ _SELF_SCALING = (
 # Share of one class in the sampled labels above which the labels cannot teach anything.
 SINGLE_CLASS_SHARE = 0.99
 MAX_TRACKED_CLASSES = 1000
+# The activation probe's batch grows from the first batches to at least this many samples,
+# so a small batch size still gives each unit enough chances to fire.
+PROBE_SAMPLES = 64
 
 
 def _split(batch: Any) -> tuple[Any, Any]:
@@ -71,16 +75,31 @@ def _is_integral(values: np.ndarray) -> bool:
     return values.size > 0 and np.issubdtype(values.dtype, np.number) and bool(np.all(np.mod(values, 1) == 0))
 
 
-def check_labels(loss: str, units: int | None, labels: np.ndarray) -> list[dict[str, Any]]:
+def ignore_class_of(model: keras.Model) -> int | None:
+    """The label a sparse cross-entropy skips (`ignore_class=`, e.g. 255 for unlabelled pixels)."""
+    loss = getattr(model, "loss", None)
+    value = loss.get_config().get("ignore_class") if isinstance(loss, keras.losses.Loss) else None
+    return value if isinstance(value, int) else None
+
+
+def check_labels(
+    loss: str, units: int | None, labels: np.ndarray, ignore_class: int | None = None
+) -> list[dict[str, Any]]:
     """Labels that do not fit the loss (each check as Keras' losses define their targets)."""
     if labels.size == 0 or not np.issubdtype(labels.dtype, np.number):
         return []
+    if ignore_class is not None and loss == "sparse_categorical_crossentropy":
+        labels = labels[labels != ignore_class]
+        if labels.size == 0:
+            return []
     low, high = float(np.min(labels)), float(np.max(labels))
     base = {"loss": loss, "units": units, "label_min": low, "label_max": high, "label_shape": list(labels.shape)}
     one_column = labels.ndim == 1 or labels.shape[-1] == 1
     if loss == "categorical_crossentropy" and (units or 0) > 1 and one_column and _is_integral(labels):
         return [{**base, "check": "integer_labels_for_categorical"}]
-    if loss == "sparse_categorical_crossentropy" and labels.ndim >= 2 and labels.shape[-1] > 1:
+    # One-hot rows are as wide as the output; sparse labels of sequences or images also have
+    # extra axes, but their last axis is time or width.
+    if loss == "sparse_categorical_crossentropy" and labels.ndim >= 2 and labels.shape[-1] == units:
         rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
         if rows_one_hot:
             return [{**base, "check": "onehot_labels_for_sparse"}]
@@ -115,14 +134,38 @@ def check_output_range(loss: str, activation: str, layer: str, targets: np.ndarr
     ]
 
 
-def check_input_scale(model: keras.Model, inputs: np.ndarray) -> list[dict[str, Any]]:
-    """Float inputs far from unit scale, unless the model normalises them itself."""
-    if inputs.size == 0 or not np.issubdtype(inputs.dtype, np.floating):
+def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
+    """What the first layer with trainable weights receives for this batch: the scale its
+    initialisation assumes. None when that is unknowable or the model scales input itself
+    (a normalising layer, a pretrained backbone with its own preprocessing, a subclassed model)."""
+    layers = getattr(model, "layers", [])
+    for layer in layers:
+        if isinstance(layer, keras.Model) or type(layer).__name__ in _SELF_SCALING:
+            return None
+        if layer.trainable_weights:
+            break
+    else:
+        return None
+    if not getattr(model, "inputs", None):
+        return None
+    if layer.input is model.inputs[0]:
+        return _as_array(inputs)
+    try:  # a shared layer has no single input; a foreign graph may not rebuild
+        prefix = keras.Model(model.inputs, layer.input)
+        with warnings.catch_warnings():  # Keras warns about input nesting it then accepts
+            warnings.simplefilter("ignore")
+            return _as_array(prefix(inputs, training=False))
+    except Exception:
+        return None
+
+
+def check_input_scale(model: keras.Model, inputs: Any) -> list[dict[str, Any]]:
+    """Float inputs to the first weighted layer far from unit scale (after whatever
+    Rescaling, Lambda or arithmetic the model applies first)."""
+    values = first_layer_input(model, inputs)
+    if values is None or values.size == 0 or not np.issubdtype(values.dtype, np.floating):
         return []
-    layers = [type(layer).__name__ for layer in getattr(model, "layers", [])[:3]]
-    if any(name in _SELF_SCALING for name in layers):
-        return []
-    finite = inputs[np.isfinite(inputs)]
+    finite = values[np.isfinite(values)]
     if finite.size == 0:
         return []
     if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
@@ -147,11 +190,12 @@ class BatchLint:
         self.model = model
         self.loss, _ = loss_of(model)
         self.activation, self.layer, self.units = output_activation(model)
+        self.ignore_class = ignore_class_of(model)
         self.batches_seen = 0
         self._class_counts: np.ndarray | None = None
         self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
         self._statistics_given = False
-        self.first_inputs: Any = None  # the first batch's inputs: the activation probe's batch
+        self.first_inputs: Any = None  # the first batches' inputs: the activation probe's batch
 
     @property
     def done(self) -> bool:
@@ -163,8 +207,8 @@ class BatchLint:
         inputs, labels = _split(batch)
         labels = _as_array(labels)
         events: list[dict[str, Any]] = []
+        self._grow_probe_batch(inputs)
         if self.batches_seen == 1:
-            self.first_inputs = inputs
             events += self._first_batch(_as_array(inputs), labels)
         if labels is not None and self.loss is not None:
             self._gather(labels)
@@ -172,19 +216,34 @@ class BatchLint:
             events += self.label_statistics()
         return [{"kind": "lint", **event} for event in events]
 
+    def _grow_probe_batch(self, inputs: Any) -> None:
+        if self.first_inputs is None:
+            self.first_inputs = inputs
+            return
+        first = tf.nest.flatten(self.first_inputs)[0]
+        if not tf.is_tensor(first) or first.shape[0] is None or first.shape[0] >= PROBE_SAMPLES:
+            return
+        try:  # per-replica or ragged values do not concatenate: keep the first batch
+            self.first_inputs = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), self.first_inputs, inputs)
+        except Exception:
+            return
+
     def _first_batch(self, inputs: np.ndarray | None, labels: np.ndarray | None) -> list[dict[str, Any]]:
         events = []
         if inputs is not None:
             events += check_input_scale(self.model, inputs)
         if labels is not None and self.loss is not None:
-            events += check_labels(self.loss, self.units, labels)
+            events += check_labels(self.loss, self.units, labels, self.ignore_class)
             if self.activation is not None:
                 events += check_output_range(self.loss, self.activation, self.layer, labels)
         return events
 
     def _gather(self, labels: np.ndarray) -> None:
         if self.loss in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
-            if labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
+            if self.ignore_class is not None:
+                labels = labels[labels != self.ignore_class]
+            one_hot = self.loss == "categorical_crossentropy" or (labels.ndim >= 2 and labels.shape[-1] == self.units)
+            if one_hot and labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
                 counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
             elif _is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
                 counts = np.bincount(labels.astype(np.int64).reshape(-1))

@@ -21,7 +21,7 @@ from tb_trainhealth.callback.activation_probe import ActivationProbe
 from tb_trainhealth.callback.data_lint import BatchLint
 from tb_trainhealth.callback.health_writer import HealthWriter
 from tb_trainhealth.callback.input_probe import InputProbe
-from tb_trainhealth.callback.model_lint import lint_model
+from tb_trainhealth.callback.model_lint import lint_layers, lint_model
 from tb_trainhealth.callback.pipeline_lint import describe_input, lint_dataset, training_data_adapter, user_dataset
 from tb_trainhealth.callback.step_probe import (
     COL_GRAD_NONFINITE,
@@ -221,8 +221,9 @@ class HealthCallback(keras.callbacks.Callback):
 
     @_guarded("lint")
     def _lint(self) -> None:
-        """Once per fit: does the last layer fit the loss? Findings come at the first diagnosis."""
-        for event in lint_model(self.model):
+        """Once per fit: does the last layer fit the loss, are layer settings sane? Findings come
+        at the first diagnosis."""
+        for event in lint_model(self.model) + lint_layers(self.model):
             event["step"] = self._base_step
             if event not in self._pending_events:
                 self._record_event(event)

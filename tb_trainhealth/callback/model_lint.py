@@ -66,6 +66,27 @@ def output_activation(model: keras.Model) -> tuple[str | None, str | None, int |
     return activation, last.name, units
 
 
+# Srivastava et al. (2014, JMLR) drop 50% of hidden units at most (20% of inputs); beyond
+# half, each step trains a much thinner network and fitting slows down.
+MAX_DROPOUT_RATE = 0.5
+
+
+def lint_layers(model: keras.Model) -> list[dict[str, Any]]:
+    """Well-known layer settings that slow or spoil training (reported as info)."""
+    layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
+    events = []
+    for index, layer in enumerate(layers):
+        rate = getattr(layer, "rate", None)
+        if not isinstance(layer, keras.layers.Dropout) or not isinstance(rate, (int, float)):
+            continue
+        base = {"kind": "lint", "step": 0, "layer": layer.name, "rate": float(rate)}
+        if index == len(layers) - 1:
+            events.append({**base, "check": "dropout_after_output"})
+        elif rate > MAX_DROPOUT_RATE:
+            events.append({**base, "check": "high_dropout"})
+    return events
+
+
 def lint_model(model: keras.Model) -> list[dict[str, Any]]:
     loss, from_logits = loss_of(model)
     activation, layer, units = output_activation(model)

@@ -18,7 +18,7 @@ from tb_trainhealth.rules.loss_curve import (
     check_loss_plateau,
 )
 from tb_trainhealth.rules.memory import check_memory_growth
-from tb_trainhealth.rules.model_lint import check_output_loss_mismatch
+from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
 from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
@@ -39,6 +39,7 @@ ALL_RULES: tuple[Rule, ...] = (
     check_oom,
     check_memory_growth,
     check_output_loss_mismatch,
+    check_model_config,
     check_input_bound,
     check_input_pipeline_config,
     check_label_problem,

@@ -55,6 +55,9 @@ PLATEAU_NOISE_ERRORS = 2.0
 # Constant predictor: the second half's loss within this share of the loss a model that
 # ignores its input reaches (label entropy for cross-entropy, target variance for MSE).
 BASELINE_TOLERANCE = 0.03
+# ...for at least this many epochs: healthy models often sit at the baseline for an epoch
+# or so before they find the signal, and a plateau called then would stop them (stop_on).
+MIN_BASELINE_EPOCHS = 2
 # Train-start lint findings that leave a model stuck at that baseline.
 _LINT_CAUSES = (
     "probabilities_as_logits", "logits_as_probabilities", "softmax_single_unit", "sigmoid_with_categorical",
@@ -209,7 +212,11 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
     level = float(np.median(late)) if _is_noisy(name) else float(late[-1])
     if abs(level / baseline - 1) > BASELINE_TOLERANCE or relative_spread(late) >= OSCILLATION_SPREAD:
         return None
-    return baseline, how, int(loss.steps[half])
+    settled = int(loss.steps[half])
+    epochs = run.get(sig.EPOCH_LOSS)
+    if epochs is not None and int(np.sum(epochs.steps > settled)) < MIN_BASELINE_EPOCHS:
+        return None
+    return baseline, how, settled
 
 
 def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:

@@ -1,4 +1,5 @@
-"""`output_loss_mismatch`: the last layer's activation does not fit the loss (lint events)."""
+"""Train-start model lint (lint events): `output_loss_mismatch`, the last layer's activation
+does not fit the loss; `model_config`, well-known layer settings that slow training."""
 
 from __future__ import annotations
 
@@ -82,6 +83,48 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
                 severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
                 step=event_step(event),  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.replace('_', ' ')}",
+                detail=detail,
+                evidence=Evidence(("events",), None, None, event.get("layer")),
+                fixes=(Fix(fix_text, fix_code),),
+            )
+        )
+    return findings
+
+
+_CONFIG = {
+    "high_dropout": (
+        "Dropout rate {rate:g} in {layer}",
+        "{layer} drops {rate:.0%} of its inputs at every step. Dropout beyond 0.5 (the most Srivastava "
+        "et al. used for hidden units) trains a much thinner network each step: the loss falls slowly "
+        "and the model may underfit.",
+        "Use 0.1-0.5; if the model overfits, add weight decay or data augmentation rather than more dropout.",
+        "keras.layers.Dropout(0.3)",
+    ),
+    "dropout_after_output": (
+        "Dropout after the output layer ({layer})",
+        "The model ends with {layer} (rate {rate:g}): during training it zeroes {rate:.0%} of the predictions "
+        "(and scales the rest), so the loss sees corrupted outputs.",
+        "Move the Dropout before the last Dense layer.",
+        "keras.layers.Dropout({rate:g}),\nkeras.layers.Dense(n_outputs),  # output last",
+    ),
+}
+
+
+def check_model_config(run: RunSignals) -> list[Finding]:
+    findings = []
+    for event in run.first_of_each_check("lint", _CONFIG):
+        rate = event.get("rate")
+        fields = {
+            "layer": str(event.get("layer") or "?"),
+            "rate": float(rate) if isinstance(rate, (int, float)) else 0.0,
+        }
+        title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event["check"]])
+        findings.append(
+            Finding(
+                code="model_config",
+                severity=Severity.INFO,
+                step=event_step(event),
+                title=title,
                 detail=detail,
                 evidence=Evidence(("events",), None, None, event.get("layer")),
                 fixes=(Fix(fix_text, fix_code),),
