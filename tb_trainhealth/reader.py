@@ -42,6 +42,7 @@ OUR_SCALARS = {
     schema.TAG_STEP_TIME_MS: sig.STEP_TIME_MS,
     schema.TAG_INPUT_WAIT_MS: sig.INPUT_WAIT_MS,
     schema.TAG_NONFINITE_COUNT: sig.NONFINITE_COUNT,
+    schema.TAG_LOSS_SCALE: sig.LOSS_SCALE,
     schema.TAG_HOST_MEMORY_MB: sig.HOST_MEMORY_MB,
     schema.TAG_DEVICE_MEMORY_MB: sig.DEVICE_MEMORY_MB,
     schema.epoch_tag("loss"): sig.EPOCH_LOSS,

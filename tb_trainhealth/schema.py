@@ -30,6 +30,7 @@ TAG_STEP_TIME_MS = "health/step_time_ms"
 # Of each step's time, how long it waited for its batch (fetched on the host and timed).
 TAG_INPUT_WAIT_MS = "health/input_wait_ms"
 TAG_NONFINITE_COUNT = "health/nonfinite_count"
+TAG_LOSS_SCALE = "health/loss_scale"  # mixed precision: where the dynamic scale changes
 # Sampled every few dozen steps (scalars): host RSS, and device memory where a GPU is present.
 TAG_HOST_MEMORY_MB = "health/memory/host_mb"
 TAG_DEVICE_MEMORY_MB = "health/memory/device_mb"

@@ -19,6 +19,7 @@ LEARNING_RATE = "learning_rate"
 STEP_TIME_MS = "step_time_ms"
 INPUT_WAIT_MS = "input_wait_ms"
 NONFINITE_COUNT = "nonfinite_count"
+LOSS_SCALE = "loss_scale"  # LossScaleOptimizer's dynamic scale, where it changes
 HOST_MEMORY_MB = "host_memory_mb"
 DEVICE_MEMORY_MB = "device_memory_mb"
 LAYER_GRAD_NORM = "layer_grad_norm"

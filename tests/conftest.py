@@ -10,6 +10,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "demo"))
 
+import subprocess
+
 import pytest
 
 from tb_trainhealth import engine
@@ -42,3 +44,8 @@ def scenario_logdir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def scenario_findings(scenario_logdir) -> dict[str, list[Finding]]:
     return diagnose_logdir(scenario_logdir)
+
+
+def run_python(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """A Python subprocess in the project root (its own TensorFlow: device set-up, memory caps)."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)

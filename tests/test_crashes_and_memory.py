@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT, diagnose_logdir, read_logdir
+from conftest import ROOT, diagnose_logdir, read_logdir, run_python
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.findings import Severity
-
-
-def run_python(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def cli_json(logdir: str) -> dict:

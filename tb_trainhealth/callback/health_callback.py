@@ -27,7 +27,9 @@ from tb_trainhealth.callback.step_probe import (
     COL_GRAD_NONFINITE,
     COL_GRAD_NORM,
     COL_LOSS,
+    COL_LOSS_SCALE,
     COL_LR,
+    COL_NONFINITE_REPLICAS,
     Rows,
     StepProbe,
 )
@@ -420,9 +422,12 @@ class HealthCallback(keras.callbacks.Callback):
         lr = rows.column(COL_LR).copy()
         lr[1:][lr[1:] == lr[:-1]] = np.nan  # only where it changes (and once per window)
         counts = self._nonfinite_counts(rows)
+        loss_scale = rows.column(COL_LOSS_SCALE).copy() if self._probe.uses_loss_scale else np.full(len(lr), np.nan)
+        loss_scale[1:][loss_scale[1:] == loss_scale[:-1]] = np.nan  # where it changes (and once per window)
         sparse = {
             schema.TAG_LEARNING_RATE: lr,
             schema.TAG_NONFINITE_COUNT: np.where(counts > 0, counts, np.nan),
+            schema.TAG_LOSS_SCALE: loss_scale,
             schema.TAG_STEP_TIME_MS: step_ms,
             schema.TAG_INPUT_WAIT_MS: wait_ms,
             **self._memory_columns(len(rows.steps)),
@@ -522,6 +527,9 @@ class HealthCallback(keras.callbacks.Callback):
                 "layers": layers,
                 "count": float(rows.layer_grad_nonfinite[index].sum()) if where == "gradients" else None,
             }
+            mask = int(rows.column(COL_NONFINITE_REPLICAS)[index])
+            if where == "gradients" and mask:
+                event["replicas"] = [r for r in range(self._probe.replicas) if mask >> r & 1]
             self._record_event(event)
 
     # -- per epoch ----------------------------------------------------------------------

@@ -12,6 +12,12 @@ row (loss, global norm, lr, per-layer norms, non-finite counts) and writes it
 into a ring buffer of variables. No extra forward/backward pass, no summary op
 inside the (possibly XLA-compiled) step; the callback reads the buffer every few
 steps and writes summaries outside it.
+
+Under a distribution strategy `apply` runs once per replica on that replica's
+gradients; Keras all-reduces them inside it (`_all_reduce_sum_gradients`). The
+norms are taken from the all-reduced gradients (hooked there, so no extra
+all-reduce of gradients), the row is written by replica 0 only, and one small
+all-reduce carries the global loss and which replicas had non-finite gradients.
 """
 
 from __future__ import annotations
@@ -29,11 +35,18 @@ from tb_trainhealth.callback.nan_origin import finite_scalar, is_plain_batch, lo
 logger = logging.getLogger(__name__)
 
 # Row layout: fixed columns, then four blocks of one value per layer.
-COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE = range(4)
-FIXED_COLUMNS = 4
+COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE, COL_NONFINITE_REPLICAS, COL_LOSS_SCALE = range(6)
+FIXED_COLUMNS = 6
 # The update norm ||w_after - w_before|| needs a copy of the weights before the update:
 # taken on every this-many-th step only (the copy lives for the length of one update).
 UPDATE_EVERY = 20
+
+
+def _replica_id() -> int:
+    """This replica's index in the sync group while tracing a replicated step (0 otherwise)."""
+    context = tf.distribute.get_replica_context()
+    replica = tf.get_static_value(context.replica_id_in_sync_group) if context is not None else 0
+    return int(replica) if replica is not None else 0
 
 
 def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
@@ -134,10 +147,16 @@ class StepProbe:
         # (fit() calls callbacks outside the strategy's scope: ask the model, not the context.)
         replicas = getattr(model.distribute_strategy, "num_replicas_in_sync", 1)
         self.localize_nan = localize_nan and not model.jit_compile and replicas == 1
+        self.replicas = int(replicas)
+        self._reduced: dict[int, GradientStats] = {}  # per replica, set while tracing its step
         self.nan_origins: list[dict[str, Any]] = []
         self._data: Any = None
         self.optimizer = model.optimizer
         self.layout = LayerLayout.of(model)
+        # Keras hands the all-reduce its backend (tf) variables: map those to layers too.
+        self._layer_of_backend_variable = {
+            id(getattr(v, "_value", v)): self.layout.var_to_layer[v.path] for v in model.trainable_variables
+        }
         self.capacity = capacity
         self.width = FIXED_COLUMNS + 4 * len(self.layout.names)
         self.loss_captured = False
@@ -163,6 +182,8 @@ class StepProbe:
             grads = list(grads)
             scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
             variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            if self.replicas > 1:
+                return self._apply_replicated(original_apply, grads, trainable_variables, variables, scale)
             # Never break the user's step: if tracing the probe fails, lose the probe, not the training.
             try:
                 gradients = self._gradient_stats(grads, variables, scale)
@@ -176,13 +197,27 @@ class StepProbe:
                 return original_apply(grads, trainable_variables)
             result = original_apply(waiting, trainable_variables)
             try:
-                self._record(gradients, variables, self._update_norms(sampled, variables, before))
+                self._record(gradients, variables, self._update_norms(sampled, variables, before), scale=scale)
             except Exception:
                 logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
             return result
 
         object.__setattr__(optimizer, "scale_loss", scale_loss)
         object.__setattr__(optimizer, "apply", apply)
+        if self.replicas > 1:
+            updater = self._updater
+            original_all_reduce = updater._all_reduce_sum_gradients
+
+            def all_reduce_sum_gradients(grads_and_vars):
+                reduced = original_all_reduce(grads_and_vars)
+                try:  # the gradients actually applied: norms of these
+                    layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
+                    self._reduced[_replica_id()] = self._stats([grad for grad, _ in reduced], layers, tf.ones([]))
+                except Exception:
+                    logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+                return reduced
+
+            object.__setattr__(updater, "_all_reduce_sum_gradients", all_reduce_sum_gradients)
         if self.localize_nan:
             original_train_step = self.model.train_step
 
@@ -200,12 +235,47 @@ class StepProbe:
             return
         for name in ("scale_loss", "apply"):
             self.optimizer.__dict__.pop(name, None)
+        self._updater.__dict__.pop("_all_reduce_sum_gradients", None)
         self.model.__dict__.pop("train_step", None)
         self._installed = False
         # Rebuild (traced lazily on its next call) without the wrappers: also valid mid-fit.
         self.model.make_train_function(force=True)
 
     # -- inside the step ----------------------------------------------------------
+    @property
+    def _updater(self):
+        """The optimizer that all-reduces and applies (a LossScaleOptimizer delegates to its inner one)."""
+        return getattr(self.optimizer, "inner_optimizer", self.optimizer)
+
+    def _apply_replicated(self, original_apply, grads: list, trainable_variables, variables: list, scale) -> Any:
+        """`apply` on one replica of a distribution strategy (see the module docstring)."""
+        replica = _replica_id()
+        try:
+            local = self._gradient_stats(grads, variables, scale)
+            loss = tf.zeros([]) if self._loss is None else tf.cast(tf.reshape(self._loss, []), tf.float32)
+            nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(local.total_sumsq)), tf.float32)
+            # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
+            shared = tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
+            )
+            recording = replica == 0
+            sampled = tf.equal(tf.math.floormod(self.count + 1, UPDATE_EVERY), 0)
+            before = self._weights_before(sampled, variables) if recording else []
+        except Exception:
+            logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+            return original_apply(grads, trainable_variables)
+        result = original_apply(grads, trainable_variables)
+        reduced = self._reduced.pop(replica, None)
+        if not recording or reduced is None:
+            return result
+        try:
+            mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
+            loss = shared[0] if self._loss is not None else None
+            self._record(reduced, variables, self._update_norms(sampled, variables, before), loss, mask, scale)
+        except Exception:
+            logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+        return result
+
     def _nan_trigger(self, grad_sumsq: tf.Tensor) -> list[tf.Tensor]:
         """On the first non-finite loss or gradient, replay the batch on the host before the
         update. (Under loss scaling, overflowing gradients are routine: only the loss counts.)"""
@@ -235,13 +305,15 @@ class StepProbe:
 
     def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
         """Per-layer squared gradient norms (unscaled), before the update is applied."""
+        return self._stats(grads, [self.layout.var_to_layer.get(v.path) for v in variables], scale)
+
+    def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor) -> GradientStats:
         num_layers = len(self.layout.names)
         # tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of this
         # probe is mostly per-op dispatch, so fewer ops per variable is what matters.
         grad_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
         grad_values: list[tuple[int, tf.Tensor]] = []
-        for grad, variable in zip(grads, variables):
-            index = self.layout.var_to_layer.get(variable.path)
+        for grad, index in zip(grads, layers):
             if index is None or grad is None:
                 continue
             values = tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32)
@@ -280,8 +352,17 @@ class StepProbe:
             return tf.fill([num_layers], np.float32(np.nan))
         return tf.cond(sampled, norms, lambda: tf.fill([num_layers], np.float32(np.nan)))
 
-    def _record(self, gradients: GradientStats, variables: list, update_norms: tf.Tensor) -> None:
-        """One row into the ring buffer: loss, norms, lr, non-finite counts, weights after the update."""
+    def _record(
+        self,
+        gradients: GradientStats,
+        variables: list,
+        update_norms: tf.Tensor,
+        loss: tf.Tensor | None = None,
+        nonfinite_replicas: tf.Tensor | float = 0.0,
+        scale: tf.Tensor | None = None,
+    ) -> None:
+        """One row into the ring buffer: loss, norms, lr, non-finite counts, weights after the update.
+        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
         num_layers = len(self.layout.names)
         weight_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
         for variable in variables:
@@ -299,14 +380,15 @@ class StepProbe:
         # Counting needs another pass over the gradients: only do it when a norm is non-finite.
         total = gradients.total_sumsq
         layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
-        loss = tf.constant(np.nan, tf.float32)
-        if self._loss is not None:
+        if loss is None and self._loss is not None:
             loss = tf.cast(tf.reshape(self._loss, []), tf.float32)
-            self.loss_captured = True
+        self.loss_captured = self.loss_captured or loss is not None
+        loss = tf.constant(np.nan, tf.float32) if loss is None else loss
+        scale = tf.ones([]) if scale is None else tf.reshape(tf.cast(scale, tf.float32), [])
         row = tf.concat(
             [
                 tf.stack([loss, tf.sqrt(total), tf.cast(self.optimizer.learning_rate, tf.float32)]),
-                [tf.reduce_sum(layer_nonfinite)],
+                [tf.reduce_sum(layer_nonfinite), tf.cast(nonfinite_replicas, tf.float32), scale],
                 tf.sqrt(gradients.layer_sumsq),
                 layer_nonfinite,
                 weight_norms,

@@ -139,9 +139,24 @@ def _first_nonfinite_step(series: sig.Series | None) -> int | None:
     return int(series.steps[np.argmax(bad)]) if bad.any() else None
 
 
+def _replicas_hit(event: dict) -> str:
+    """Under a distribution strategy: which replicas' own gradients were non-finite first
+    (its batch shard, before the all-reduce spread the NaN to every replica)."""
+    replicas = [r for r in event.get("replicas") or [] if isinstance(r, int)]
+    if not replicas:
+        return ""
+    workers = [w for w in event.get("workers") or [] if isinstance(w, str)]
+    where = f" (worker {', '.join(workers)})" if workers else ""
+    return (
+        f" Before the all-reduce, only replica(s) {', '.join(map(str, replicas))}{where} had non-finite "
+        "gradients: the bad values came in with that replica's shard of the batch."
+    )
+
+
 def check_nonfinite(run: RunSignals) -> list[Finding]:
     hits: dict[str, int] = {}  # where -> first step
     first_layers: list[str] = []
+    replicas = ""
     for event in run.events:
         if event.get("kind") != "nonfinite" or not isinstance(event.get("step"), int):
             continue
@@ -150,6 +165,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             hits[where] = event["step"]
             if where == "gradients":
                 first_layers = [str(name) for name in event.get("layers", [])]
+                replicas = _replicas_hit(event)
     for name, where in ((sig.LOSS, "loss"), (sig.EPOCH_LOSS, "loss"), (sig.GRAD_NORM, "gradients")):
         step = _first_nonfinite_step(run.get(name))
         if step is not None and (where not in hits or step < hits[where]):
@@ -162,6 +178,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
     detail = "First non-finite values: " + ", ".join(parts) + "."
     if first_layers:
         detail += f" Gradients went non-finite first in layer(s): {', '.join(first_layers[:5])}."
+    detail += replicas
 
     skipped = run.get(sig.NONFINITE_COUNT)  # written only on steps with hits
     steps = run.get(sig.GRAD_NORM)
