@@ -5,7 +5,8 @@ no callback, HealthCallback at defaults, HealthCallback without the input-wait p
 (so the probe's own cost is the ratio of those two), and keras.callbacks.TensorBoard(update_freq=1)
 for reference. Each fit's first epoch (tracing) is dropped. Each round gives a ratio
 (config / no callback, adjacent in time); we print the median ratio over rounds and
-its inter-quartile range. Usage: python bench/overhead.py [--rounds 10]
+its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored]
+(--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tb_trainhealth import HealthCallback
 
@@ -40,7 +42,7 @@ class EpochTimer(keras.callbacks.Callback):
         self.seconds.append(time.perf_counter() - self._start)
 
 
-def small_cnn() -> keras.Model:
+def small_cnn(jit: bool = False) -> keras.Model:
     model = keras.Sequential(
         [
             keras.Input((28, 28, 1)),
@@ -53,7 +55,9 @@ def small_cnn() -> keras.Model:
             keras.layers.Dense(10),
         ]
     )
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"], jit_compile=jit
+    )
     return model
 
 
@@ -61,7 +65,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=4, help="timed epochs per fit (after one warm-up epoch)")
+    parser.add_argument("--jit", action="store_true", help="compile the step with XLA")
+    parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
     args = parser.parse_args()
+    strategy = tf.distribute.get_strategy()
+    if args.mirrored:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     rng = np.random.default_rng(0)
     x = rng.normal(size=(SAMPLES, 28, 28, 1)).astype("float32")
     y = rng.integers(0, 10, SAMPLES).astype("int32")
@@ -81,12 +92,15 @@ def main() -> int:
         for name, make in configs.items():
             keras.utils.set_random_seed(round_index)
             timer = EpochTimer()
-            small_cnn().fit(
-                x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=[*make(round_index), timer]
-            )
+            with strategy.scope():
+                model = small_cnn(args.jit)
+            model.fit(x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=[*make(round_index), timer])
             per_step[name].append(float(np.median(timer.seconds[1:])) / (SAMPLES // BATCH) * 1000)
     base = np.array(per_step["no callback"])
-    print(f"small CNN, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs")
+    mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
+    print(
+        f"small CNN {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
+    )
     for name, values in per_step.items():
         ratios = np.array(values) / base
         q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
