@@ -105,3 +105,18 @@ def test_small_batches_grow_the_probe_batch_and_a_tiny_probe_gives_no_dead_share
     probe = ActivationProbe(model)
     assert "dead" in probe.measure(lint.first_inputs, step=1)["hidden1"]
     assert "dead" not in probe.measure(tf.constant(X[:8]), step=2)["hidden1"]
+
+
+def test_half_precision_tanh_is_not_judged_for_saturation():
+    """float16 rounds tanh to +-1 from inputs of ~4.5 (not 9.4): its outputs can't tell saturation."""
+    from tb_trainhealth.callback.activation_probe import ActivationProbe
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = mlp("tanh")
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    measured = ActivationProbe(model).measure(X[:64], step=1)
+    assert set(measured) == {"hidden1", "hidden2"}
+    assert all("saturated" not in layer for layer in measured.values())
+    assert "saturated" in ActivationProbe(mlp("tanh")).measure(X[:64], step=1)["hidden1"]

@@ -182,6 +182,19 @@ def image_model() -> keras.Model:
     return model
 
 
+def test_pipeline_over_a_big_in_memory_array_is_not_serialized():
+    """Serializing the graph would copy the array (GBs for a real training set): skipped."""
+    from tb_trainhealth.callback.pipeline_lint import MAX_LINTED_BYTES, in_memory_bytes
+
+    big = np.zeros((MAX_LINTED_BYTES // 4096 + 1, 1024), np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((big, np.zeros(len(big), np.int32))).batch(32)
+    assert in_memory_bytes(dataset) > MAX_LINTED_BYTES
+    assert lint_dataset(dataset) == []
+    small = tf.data.Dataset.from_tensor_slices(big[:64]).batch(8)
+    assert in_memory_bytes(small) == 64 * 1024 * 4
+    assert [e["check"] for e in lint_dataset(small)] == ["no_prefetch"]
+
+
 def test_lint_reaches_the_findings_with_the_change_to_make(tmp_path):
     data = images().batch(32).shuffle(8).map(normalize)  # shuffled batches, sequential map, no prefetch
     _run, findings = train(tmp_path, data, model=image_model())

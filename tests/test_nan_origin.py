@@ -108,3 +108,24 @@ def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
     run = read_logdir(str(tmp_path))["xla"]
     assert not [e for e in run.events if e["kind"] == "nan_origin"]  # no host callback inside XLA
     assert [e for e in run.events if e["kind"] == "nonfinite"]  # the NaN itself is still found
+
+
+def test_replay_leaves_batchnorm_statistics_and_dropout_seeds_as_they_were():
+    from tb_trainhealth.callback.nan_origin import localize
+
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dropout(0.3),
+            LogFeatures(name="log_features"),  # log of normalised (half negative) values: NaN
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile("adam", "mse")
+    before = [v.numpy().copy() for v in model.non_trainable_variables]
+    batch = (tf.constant(X[:32] * 5.0 + 3.0), tf.constant(Y[:32]))  # moves the batch statistics
+    origin = localize(model, batch)
+    assert origin["where"] == "forward" and origin["layer"] == "log_features"  # replayed in full
+    for old, variable in zip(before, model.non_trainable_variables):
+        np.testing.assert_array_equal(variable.numpy(), old)

@@ -85,14 +85,12 @@ class ActivationProbe:
         measured = {}
         for (layer, kind), output in zip(self.layers, outputs):
             values = np.asarray(output, dtype=np.float32)
-            if kind == "relu":
-                measured[layer.name] = {"activation": kind, "units": int(values.shape[-1])}
-                if values.size // max(values.shape[-1], 1) >= MIN_DEAD_POSITIONS:
-                    measured[layer.name]["dead"] = dead_share(values)
-            else:
-                measured[layer.name] = {
-                    "activation": kind,
-                    "saturated": saturated_share(kind, values),
-                    "units": int(values.shape[-1]),
-                }
+            entry: dict[str, Any] = {"activation": kind, "units": int(values.shape[-1])}
+            if kind == "relu" and values.size // max(values.shape[-1], 1) >= MIN_DEAD_POSITIONS:
+                entry["dead"] = dead_share(values)
+            elif kind != "relu" and layer.compute_dtype == "float32":
+                # float16/bfloat16 round tanh/sigmoid to their bounds at inputs of ~4 (not 9.4):
+                # their outputs cannot tell a saturated unit from a confident one.
+                entry["saturated"] = saturated_share(kind, values)
+            measured[layer.name] = entry
         return measured

@@ -88,7 +88,20 @@ def _first_bad_layer(model: keras.Model, x: Any) -> dict[str, Any] | None:
 
 
 def localize(model: keras.Model, data: Any) -> dict[str, Any]:
-    """Where the first non-finite value of this batch's loss starts (see module docstring)."""
+    """Where the first non-finite value of this batch's loss starts (see module docstring).
+
+    The replay runs in training mode, as the step did (BatchNormalization normalises with
+    the batch's statistics); the state that mode updates (moving statistics, dropout seeds)
+    is put back afterwards, so the replay leaves no trace on the model."""
+    state = [(v, tf.identity(v.value)) for v in model.non_trainable_variables]
+    try:
+        return _localize(model, data)
+    finally:
+        for variable, value in state:
+            variable.assign(value)
+
+
+def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     for where, value in (("input", x), ("labels", y)):
         count = _nonfinite_count(value)

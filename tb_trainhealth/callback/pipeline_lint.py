@@ -18,6 +18,10 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+# Above this many bytes held in memory by the pipeline's sources, the lint is skipped:
+# serializing the graph would copy them (time and memory at train start, and protobuf's
+# 2 GiB limit).
+MAX_LINTED_BYTES = 64 * 2**20
 # Wrappers tf.data and Keras put around a pipeline; they say nothing about its shape.
 _TRANSPARENT = {
     "OptionsDataset",
@@ -247,7 +251,26 @@ CHECKS = (
 )
 
 
+def in_memory_bytes(dataset: tf.data.Dataset) -> int:
+    """Bytes of the tensors held by from_tensors/from_tensor_slices sources upstream: the
+    serialized graph would copy them all (a numpy training set of GBs)."""
+    total, todo, seen = 0, [dataset], set()
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tensor in tf.nest.flatten(getattr(current, "_tensors", [])):
+            if tf.is_tensor(tensor) and tensor.shape.num_elements() is not None:
+                total += tensor.shape.num_elements() * tensor.dtype.size
+        inputs = getattr(current, "_inputs", None)
+        todo.extend(inputs() if callable(inputs) else [])
+    return total
+
+
 def lint_dataset(dataset: tf.data.Dataset) -> list[dict[str, Any]]:
+    if in_memory_bytes(dataset) > MAX_LINTED_BYTES:
+        return []
     stages = pipeline_stages(dataset)
     return [{"kind": "pipeline_lint", "step": 0, **event} for check in CHECKS for event in check(stages)]
 

@@ -40,6 +40,9 @@ FIXED_COLUMNS = 6
 # The update norm ||w_after - w_before|| needs a copy of the weights before the update:
 # taken on every this-many-th step only (the copy lives for the length of one update).
 UPDATE_EVERY = 20
+# ...and only for models up to this many parameters (a 200 MB float32 copy): beyond, the
+# copy could tip a model that fits memory into OOM, so the update ratio is not measured.
+MAX_SNAPSHOT_PARAMS = 50_000_000
 
 
 def _replica_id() -> int:
@@ -330,7 +333,7 @@ class StepProbe:
         Not under XLA: its conditionals need equal shapes in both branches, i.e. a full-size copy
         (or zeros) on every step."""
         tracked = self._tracked(variables)
-        if not tracked or self.model.jit_compile:
+        if not tracked or self.model.jit_compile or sum(self.layout.num_params) > MAX_SNAPSHOT_PARAMS:
             return []
         return tf.cond(
             sampled,
