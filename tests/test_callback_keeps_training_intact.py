@@ -76,3 +76,14 @@ def test_training_is_unchanged_and_recorded(tmp_path, case):
     run = read_logdir(str(tmp_path))["run"]
     assert len(run.series["input_wait_ms"]) == len(run.series["loss"]) > 0
     assert not [e for e in run.events if e["kind"] in ("crash", "nonfinite")]
+
+
+def test_many_fits_in_one_process_print_no_warnings_of_ours(tmp_path, caplog, recwarn):
+    """A sweep in a notebook: each fit has its own callback; none may add TensorFlow's
+    'retracing' warning or Keras' input-structure warning to the user's console."""
+    for index in range(7):
+        model = mlp()
+        model.compile("adam", LOSS)
+        model.fit(X, Y, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / f"run{index}"), verbose=False)])
+    assert "retracing" not in caplog.text
+    assert not [str(w.message) for w in recwarn if "structure of `inputs`" in str(w.message)]

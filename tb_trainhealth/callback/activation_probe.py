@@ -20,7 +20,8 @@ from typing import Any
 
 import keras
 import numpy as np
-import tensorflow as tf
+
+from tb_trainhealth.callback.submodel import call_submodel
 
 # At most one probe per this many steps (epoch ends closer together are skipped): short
 # epochs would otherwise pay a forward pass every few dozen steps.
@@ -66,9 +67,9 @@ class ActivationProbe:
         self._taps = None
         self.last_step: int | None = None
         if self.layers and getattr(model, "inputs", None):
-            taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
-            # Traced once: an eager Keras call costs ~10 ms even for a small model.
-            self._taps = tf.function(lambda x: taps(x, training=False), reduce_retracing=True)
+            # Called eagerly: a few calls per fit cost less than tracing a graph for each fit's
+            # probe (and a tf.function per fit draws TensorFlow's "retracing" warning).
+            self._taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
 
     @property
     def available(self) -> bool:
@@ -79,7 +80,7 @@ class ActivationProbe:
 
     def measure(self, x: Any, step: int) -> dict[str, dict[str, Any]]:
         self.last_step = step
-        outputs = self._taps(x)
+        outputs = call_submodel(self._taps, x)
         if len(self.layers) == 1:
             outputs = [outputs]
         measured = {}

@@ -10,7 +10,6 @@ over the first `LABEL_BATCHES` batches. Returns plain events; the read-side rule
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import keras
@@ -18,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback.model_lint import REGRESSION_LOSSES, loss_of, output_activation
+from tb_trainhealth.callback.submodel import call_submodel
 
 LABEL_BATCHES = 20
 # What each last-layer activation can output (None: unbounded on that side).
@@ -48,6 +48,9 @@ _SELF_SCALING = (
     "CategoryEncoding",
     "Discretization",
 )
+# keras.applications models whose pretrained weights expect "caffe" inputs (mean-subtracted
+# 0-255 BGR, RMS ~60): the right scale for them, whatever the first layer's size says.
+_CAFFE_MODE_APPLICATIONS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152")
 # Share of one class in the sampled labels above which the labels cannot teach anything.
 SINGLE_CLASS_SHARE = 0.99
 MAX_TRACKED_CLASSES = 1000
@@ -139,6 +142,8 @@ def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
     initialisation assumes. None when that is unknowable or the model scales input itself
     (a normalising layer, a pretrained backbone with its own preprocessing, a subclassed model)."""
     layers = getattr(model, "layers", [])
+    if model.name in _CAFFE_MODE_APPLICATIONS:
+        return None
     for layer in layers:
         if isinstance(layer, keras.Model) or type(layer).__name__ in _SELF_SCALING:
             return None
@@ -151,10 +156,7 @@ def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
     if layer.input is model.inputs[0]:
         return _as_array(inputs)
     try:  # a shared layer has no single input; a foreign graph may not rebuild
-        prefix = keras.Model(model.inputs, layer.input)
-        with warnings.catch_warnings():  # Keras warns about input nesting it then accepts
-            warnings.simplefilter("ignore")
-            return _as_array(prefix(inputs, training=False))
+        return _as_array(call_submodel(keras.Model(model.inputs, layer.input), inputs))
     except Exception:
         return None
 

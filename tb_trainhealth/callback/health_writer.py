@@ -60,6 +60,10 @@ class HealthWriter:
                             schema.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
                         )
 
+        # Each run's writer needs its own function (the default writer is captured when
+        # tracing), so a sweep of short fits traces this code once per fit: expected, and not
+        # worth TensorFlow's "excessive retracing" warning in the user's console.
+        write._omit_frequent_tracing_warning = True
         self._row_writers[key] = write
         return write
 
