@@ -30,6 +30,10 @@ def test_mirrored_strategy_records_the_all_reduced_gradients_once_per_step(tmp_p
     np.testing.assert_allclose(losses.values, reference["loss"], rtol=1e-5)
     layers = run.layer_series[sig.LAYER_GRAD_NORM]
     np.testing.assert_allclose(np.sqrt((layers.values**2).sum(axis=1)), norms.values, rtol=1e-5)
+    # The host-side checks see the whole batch, put back together from the replicas' shards.
+    (statistics,) = [e for e in run.events if e.get("check") == "label_statistics"]
+    assert sum(statistics["class_counts"]) == len(reference["grad_norm"]) * 16
+    assert [e["step"] for e in run.events if e["kind"] == "activations"] == [len(reference["grad_norm"])]
 
 
 def test_nan_on_one_replica_is_found_and_attributed_to_it(tmp_path):

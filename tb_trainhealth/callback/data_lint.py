@@ -65,6 +65,18 @@ def _split(batch: Any) -> tuple[Any, Any]:
     return batch, None
 
 
+def gathered(batch: Any) -> Any:
+    """A batch a distribution strategy split over replicas, put back together on the host
+    (each replica's shard in order), so the checks and the probe see the whole batch."""
+
+    def gather(value: Any) -> Any:
+        if isinstance(value, tf.distribute.DistributedValues):
+            return tf.concat(list(value.values), axis=0)
+        return value
+
+    return tf.nest.map_structure(gather, batch)
+
+
 def _as_array(value: Any) -> np.ndarray | None:
     """A plain tensor's values on the host; None for dicts, ragged, per-replica values."""
     if isinstance(value, np.ndarray):
@@ -206,7 +218,7 @@ class BatchLint:
     def inspect(self, batch: Any) -> list[dict[str, Any]]:
         """Events for this batch (checks on the first; label statistics after the last sampled one)."""
         self.batches_seen += 1
-        inputs, labels = _split(batch)
+        inputs, labels = _split(gathered(batch))
         labels = _as_array(labels)
         events: list[dict[str, Any]] = []
         self._grow_probe_batch(inputs)
