@@ -206,8 +206,11 @@ def test_loss_scale_skips_are_info_unless_they_persist():
 
     (calibration,) = check_nonfinite(run_with_skips(np.arange(1, 16)))  # 15 skips while the scale settles
     assert calibration.severity == Severity.INFO
-    (collapsing,) = check_nonfinite(run_with_skips(np.arange(1, 1001, 10)))  # 10% of steps, all run long
-    assert collapsing.severity == Severity.CRITICAL
+    collapsing_run = run_with_skips(np.arange(1, 1001, 10))  # 10% of steps, all run long
+    collapsing_run.series[sig.LOSS_SCALE] = Series.of(np.arange(1, 1001, 10), 2.0 ** -np.arange(100) * 32768)
+    (collapsing,) = check_nonfinite(collapsing_run)
+    assert collapsing.severity == Severity.CRITICAL and "keeps collapsing" in collapsing.title
+    assert "Loss scale at step 991" in collapsing.detail and 'dtype="float32"' in collapsing.fixes[0].code
 
 
 @pytest.mark.parametrize(

@@ -139,6 +139,30 @@ def _first_nonfinite_step(series: sig.Series | None) -> int | None:
     return int(series.steps[np.argmax(bad)]) if bad.any() else None
 
 
+MIXED_PRECISION_FIXES = (
+    Fix(
+        "Keep the last layer and the loss in float32 (the mixed precision guide's rule): softmax and "
+        "cross-entropy overflow in float16.",
+        'keras.layers.Dense(n_classes, dtype="float32")  # or keras.layers.Activation("softmax", dtype="float32")',
+    ),
+    Fix(
+        "Use bfloat16 where the hardware has it: float32's range, no loss scaling needed.",
+        'keras.mixed_precision.set_global_policy("mixed_bfloat16")',
+    ),
+    Fix(
+        "Clip gradients and lower the learning rate: ever larger gradients overflow float16 at any scale.",
+        "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
+    ),
+)
+
+
+def _loss_scale_now(run: RunSignals) -> str:
+    scale = run.get(sig.LOSS_SCALE)
+    if scale is None or not len(scale.values):
+        return ""
+    return f" Loss scale at step {int(scale.steps[-1])}: {float(scale.values[-1]):g} (lowest {float(np.nanmin(scale.values)):g})."
+
+
 def _replicas_hit(event: dict) -> str:
     """Under a distribution strategy: which replicas' own gradients were non-finite first
     (its batch shard, before the all-reduce spread the NaN to every replica)."""
@@ -189,6 +213,8 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         late_steps = int(np.sum(steps.steps >= middle))
         share = float(np.sum((skipped.values > 0) & (skipped.steps >= middle))) / max(late_steps, 1)
         total = int(np.sum(skipped.values > 0))
+        scale = _loss_scale_now(run)
+        shown = (sig.NONFINITE_COUNT, sig.LOSS_SCALE) if scale else (sig.NONFINITE_COUNT,)  # only series it has
         if share <= LOSS_SCALE_SKIP_SHARE:
             return [
                 Finding(
@@ -198,11 +224,25 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
                     title="Loss scaling skipped steps with overflowing gradients (normal)",
                     detail=(
                         f"LossScaleOptimizer skipped {total} step(s) whose scaled gradients overflowed "
-                        f"({share:.1%} of the second half of the run); loss and weights stayed finite."
+                        f"({share:.1%} of the second half of the run); loss and weights stayed finite.{scale}"
                     ),
-                    evidence=Evidence((sig.NONFINITE_COUNT,), onset, None),
+                    evidence=Evidence(shown, onset, None),
                 )
             ]
+        return [
+            Finding(
+                code="nonfinite",
+                severity=Severity.CRITICAL,
+                step=onset,
+                title=f"Loss scale keeps collapsing: {share:.0%} of the later steps skipped for overflow",
+                detail=(
+                    f"LossScaleOptimizer skipped {total} step(s) in all, {share:.1%} of the second half of the "
+                    f"run: the float16 gradients overflow at any scale, so those steps train nothing.{scale}"
+                ),
+                evidence=Evidence(shown, onset, None),
+                fixes=MIXED_PRECISION_FIXES,
+            )
+        ]
 
     detail += _hits_per_layer(run)
     fixes = FIXES
