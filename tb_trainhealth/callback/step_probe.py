@@ -52,6 +52,16 @@ def _replica_id() -> int:
     return int(replica) if replica is not None else 0
 
 
+def _all_finite(grads: list) -> tf.Tensor:
+    """One fused reduction per gradient: a sum of squares is finite iff every element is."""
+    terms = [
+        tf.nn.l2_loss(tf.cast(g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
+        for g in grads
+        if g is not None
+    ]
+    return tf.math.is_finite(tf.add_n(terms)) if terms else tf.constant(True)
+
+
 def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
     """The touched rows of a sparse (embedding) gradient with duplicate indices summed,
     so its norm is the norm of the gradient actually applied; never the full table."""
@@ -151,7 +161,9 @@ class StepProbe:
         replicas = getattr(model.distribute_strategy, "num_replicas_in_sync", 1)
         self.localize_nan = localize_nan and not model.jit_compile and replicas == 1
         self.replicas = int(replicas)
-        self._reduced: dict[int, GradientStats] = {}  # per replica, set while tracing its step
+        # Per replica, while tracing its step: what goes into the all-reduce, what comes out.
+        self._to_share: dict[int, tf.Tensor] = {}
+        self._reduced: dict[int, tuple[GradientStats, tf.Tensor | None]] = {}
         self.nan_origins: list[dict[str, Any]] = []
         self._data: Any = None
         self.optimizer = model.optimizer
@@ -212,10 +224,18 @@ class StepProbe:
             original_all_reduce = updater._all_reduce_sum_gradients
 
             def all_reduce_sum_gradients(grads_and_vars):
-                reduced = original_all_reduce(grads_and_vars)
+                pairs = list(grads_and_vars)
+                replica = _replica_id()
+                # Our small vector (loss, non-finite flags) rides in Keras' own all-reduce call.
+                extra = self._to_share.pop(replica, None)
+                riding = extra is not None and any(grad is not None for grad, _ in pairs)
+                reduced = original_all_reduce([*pairs, (extra, None)] if riding else pairs)
+                shared = None
+                if riding:
+                    reduced, shared = list(reduced[:-1]), reduced[-1][0]
                 try:  # the gradients actually applied: norms of these
                     layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
-                    self._reduced[_replica_id()] = self._stats([grad for grad, _ in reduced], layers, tf.ones([]))
+                    self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, tf.ones([])), shared)
                 except Exception:
                     logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
                 return reduced
@@ -254,13 +274,10 @@ class StepProbe:
         """`apply` on one replica of a distribution strategy (see the module docstring)."""
         replica = _replica_id()
         try:
-            local = self._gradient_stats(grads, variables, scale)
             loss = tf.zeros([]) if self._loss is None else tf.cast(tf.reshape(self._loss, []), tf.float32)
-            nonfinite = tf.cast(tf.logical_not(tf.math.is_finite(local.total_sumsq)), tf.float32)
+            nonfinite = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
             # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
-            shared = tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
-            )
+            self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
             recording = replica == 0
             sampled = tf.equal(tf.math.floormod(self.count + 1, UPDATE_EVERY), 0)
             before = self._weights_before(sampled, variables) if recording else []
@@ -268,12 +285,14 @@ class StepProbe:
             logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
             return original_apply(grads, trainable_variables)
         result = original_apply(grads, trainable_variables)
-        reduced = self._reduced.pop(replica, None)
+        reduced, shared = self._reduced.pop(replica, (None, None))
         if not recording or reduced is None:
             return result
         try:
-            mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
-            loss = shared[0] if self._loss is not None else None
+            mask, loss = 0.0, None
+            if shared is not None:
+                mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
+                loss = shared[0] if self._loss is not None else None
             self._record(reduced, variables, self._update_norms(sampled, variables, before), loss, mask, scale)
         except Exception:
             logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")

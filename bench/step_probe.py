@@ -1,0 +1,79 @@
+"""Cost of the in-step probe alone (the gradient/weight reductions inside the compiled step,
+plus reading the row buffer back every 32 steps), under plain execution, XLA or
+MirroredStrategy: Keras' own train function of two identical models, one with the probe
+installed, in alternating blocks of 50 steps on one pipeline (machine noise hits both alike).
+Prints the median per-step times and the median of the per-round ratios.
+Usage: python bench/step_probe.py [--rounds 10] [--jit] [--mirrored]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import keras
+import numpy as np
+import tensorflow as tf
+from overhead import BATCH, small_cnn
+
+from tb_trainhealth.callback.step_probe import StepProbe
+
+STEPS_PER_BLOCK = 50
+READ_EVERY = 32
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--jit", action="store_true")
+    parser.add_argument("--mirrored", action="store_true")
+    args = parser.parse_args()
+    strategy = tf.distribute.get_strategy()
+    if args.mirrored:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCH * 100, 28, 28, 1)).astype("float32")
+    y = rng.integers(0, 10, BATCH * 100).astype("int32")
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH).prefetch(tf.data.AUTOTUNE)
+    iterator = iter(strategy.experimental_distribute_dataset(dataset) if args.mirrored else dataset)
+    models, probes = {}, {}
+    for name in ("plain step", "step with probe"):
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            models[name] = small_cnn(args.jit)
+        models[name].fit(x[:BATCH], y[:BATCH], verbose=0)  # builds what Keras builds before a step
+        if name == "step with probe":
+            probes[name] = StepProbe(models[name], capacity=2 * READ_EVERY)
+            probes[name].install()
+        models[name].make_train_function()
+        models[name].train_function(iterator)  # trace before timing
+    per_step: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(args.rounds):
+        for name, model in models.items():
+            start = time.perf_counter()
+            for step in range(1, STEPS_PER_BLOCK + 1):
+                logs = model.train_function(iterator)
+                if name in probes and step % READ_EVERY == 0:
+                    probes[name].read_new_rows(0)
+            float(logs["loss"])  # wait for the last step
+            per_step[name].append((time.perf_counter() - start) / STEPS_PER_BLOCK * 1000)
+    ratios = np.array(per_step["step with probe"]) / np.array(per_step["plain step"])
+    q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
+    mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
+    print(f"small CNN {mode}, batch {BATCH}, {args.rounds} rounds x {STEPS_PER_BLOCK} steps per model")
+    for name, values in per_step.items():
+        print(f"{name:16} {np.median(values):7.3f} ms/step")
+    print(f"probe / plain: ratio {q50:.3f}x (IQR {q25:.3f}-{q75:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
