@@ -15,7 +15,7 @@ setup(
     install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15"],
     extras_require={
         "tf": ["tensorflow>=2.16", "keras>=3.0"],
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40", "google-crc32c>=1.5"],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},
     entry_points={

@@ -9,7 +9,6 @@ warm findings < 500 ms. Usage: python bench/routes_latency.py [--load-fast false
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import time
@@ -18,22 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-from synthetic_logs import write_run
+from synthetic_logs import write_logdir
 from tensorboard_process import get_json, running_tensorboard, wait_for
-
-
-def _write(args):
-    path, steps, seed = args
-    write_run(
-        path, steps, layers=10, events=20, layer_every=10, seed=seed, diverge_at=steps // 2 if seed % 5 == 0 else None
-    )
-
-
-def build(logdir: str, runs: int, steps: int) -> None:
-    todo = [(os.path.join(logdir, f"run_{i:03d}"), steps, i) for i in range(runs)]
-    todo = [t for t in todo if not os.path.isdir(t[0])]
-    with multiprocessing.Pool(2) as pool:
-        pool.map(_write, todo)
 
 
 def timed(url: str) -> tuple[float, object]:
@@ -47,10 +32,12 @@ def main() -> int:
     parser.add_argument("--logdir", default="/tmp/tbth_bench_50x20k")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--layers", type=int, default=10)
+    parser.add_argument("--layer-every", type=int, default=10)
     parser.add_argument("--load-fast", default="true", choices=["true", "false"])
     args = parser.parse_args()
     started = time.perf_counter()
-    build(args.logdir, args.runs, args.steps)
+    write_logdir(args.logdir, args.runs, args.steps, args.layers, events=20, layer_every=args.layer_every)
     print(f"logdir ready in {time.perf_counter() - started:.0f}s: {args.runs} runs x {args.steps} steps")
     with running_tensorboard(args.logdir, load_fast=args.load_fast == "true") as url:
         wait_for(lambda: len(get_json(url + "/data/runs")) >= args.runs, timeout=600)

@@ -7,6 +7,7 @@ not do its job (unreadable logdir, bad arguments), with one line on stderr.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import logging
 import sys
@@ -103,26 +104,35 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
 
 
 def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
-    """Diagnose every run under logdir: [{"run", "status", "findings", "errors"}], worst first.
+    """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
+    "event_counts"}], the last counting the run's recorded events by kind (nonfinite, oom, ...).
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
-    from tb_trainhealth.logdir import open_logdir  # loads TensorBoard's ingestion code
+    from tb_trainhealth.logdir import loaded_logdir  # loads TensorBoard's ingestion code
     from tb_trainhealth.reader import SignalReader
 
-    reader = SignalReader(open_logdir(logdir))
+    if progress:
+        print("reading event files...", end="", file=sys.stderr, flush=True)
     results = []
-    groups = reader.groups()
-    for index, group in enumerate(groups, 1):
-        if progress:
-            done = int(30 * index / len(groups))
-            print(
-                f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs",
-                end="",
-                file=sys.stderr,
-                flush=True,
+    with loaded_logdir(logdir) as provider:
+        reader = SignalReader(provider)
+        groups = reader.groups()
+        for index, group in enumerate(groups, 1):
+            if progress:
+                done = int(30 * index / len(groups))
+                bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
+                print(bar, end="", file=sys.stderr, flush=True)
+            d = reader.diagnose(group)
+            kinds = collections.Counter(str(e.get("kind")) for e in d.signals.events)
+            results.append(
+                {
+                    "run": group.name,
+                    "status": d.status,
+                    "findings": d.findings,
+                    "errors": d.errors,
+                    "event_counts": dict(sorted(kinds.items())),
+                }
             )
-        d = reader.diagnose(group)
-        results.append({"run": group.name, "status": d.status, "findings": d.findings, "errors": d.errors})
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
     return results
 
@@ -162,6 +172,7 @@ def _render_json(results: list[dict[str, Any]]) -> str:
             "status": r["status"],
             "findings": [f.to_dict() for f in r["findings"]],
             "errors": r["errors"],
+            "event_counts": r["event_counts"],
         }
         for r in results
     ]

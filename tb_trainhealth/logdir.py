@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
 from tensorboard.compat import tf as tb_tf
+from tensorboard.data import provider as tb_provider
 
-from tb_trainhealth import schema
+from tb_trainhealth import data_server, schema
 from tb_trainhealth.reader import DEFAULT_DOWNSAMPLE, SCALARS_PLUGIN
+
+logger = logging.getLogger(__name__)
+
+# Points kept per series while loading, for both loaders: what the rules see (0 = keep all).
+SAMPLES_PER_PLUGIN = {
+    schema.PLUGIN_NAME: DEFAULT_DOWNSAMPLE,
+    SCALARS_PLUGIN: DEFAULT_DOWNSAMPLE,
+    schema.RECORDS_PLUGIN_NAME: 0,
+}
 
 
 class LogdirError(Exception):
@@ -25,11 +40,7 @@ class LiveLogdir:
             raise LogdirError(f"not a directory: {logdir}")
         self.logdir = logdir
         self.multiplexer = plugin_event_multiplexer.EventMultiplexer(
-            tensor_size_guidance={
-                schema.PLUGIN_NAME: DEFAULT_DOWNSAMPLE,
-                SCALARS_PLUGIN: DEFAULT_DOWNSAMPLE,
-                schema.RECORDS_PLUGIN_NAME: 0,  # 0 = keep all
-            },
+            tensor_size_guidance=SAMPLES_PER_PLUGIN,
             max_reload_threads=1,
         )
         self.provider = data_provider.MultiplexerDataProvider(self.multiplexer, logdir)
@@ -44,11 +55,30 @@ class LiveLogdir:
 
 
 def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
-    """Load every run under `logdir` once; a logdir with no event files at all is an error."""
-    live = LiveLogdir(logdir)
-    if not live.multiplexer.Runs():
+    """Load every run under `logdir` once, in this process; no event files at all is an error."""
+    return _require_runs(LiveLogdir(logdir).provider, logdir)
+
+
+@contextlib.contextmanager
+def loaded_logdir(logdir: str) -> Iterator[tb_provider.DataProvider]:
+    """Load every run under `logdir` once, fast: local logdirs through TensorBoard's Rust data
+    server where it is installed, anything else (gs://, s3://, no server) in this process."""
+    if not tb_tf.io.gfile.isdir(logdir):
+        raise LogdirError(f"not a directory: {logdir}")
+    with contextlib.ExitStack() as stack:
+        provider = None
+        if "://" not in logdir:
+            try:
+                provider = stack.enter_context(data_server.loaded_once(logdir, SAMPLES_PER_PLUGIN))
+            except data_server.DataServerUnavailable as err:
+                logger.info("reading %s without the data server: %s", logdir, err)
+        yield _require_runs(provider or LiveLogdir(logdir).provider, logdir)
+
+
+def _require_runs(provider: tb_provider.DataProvider, logdir: str) -> tb_provider.DataProvider:
+    if not provider.list_runs(tb_context.RequestContext(), experiment_id=""):
         raise LogdirError(
             f"no TensorBoard event files under {logdir}; record a run with "
             'model.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])'
         )
-    return live.provider
+    return provider

@@ -222,10 +222,14 @@ class SignalReader:
             for layer in run.info.get("layers", [])
             if isinstance(layer, dict)
         ]
+        seen: set[str] = set()  # an event written twice (a resumed writer) counts once
         for point in records.get(schema.TAG_EVENTS, []):
             payload = _json_payload(point.numpy, run)
-            if isinstance(payload, list):
-                run.events.extend(e for e in payload if isinstance(e, dict) and e not in run.events)
+            for event in payload if isinstance(payload, list) else []:
+                key = json.dumps(event, sort_keys=True) if isinstance(event, dict) else None
+                if key is not None and key not in seen:
+                    seen.add(key)
+                    run.events.append(event)
         tensors = self._read_tensors(schema.PLUGIN_NAME, self._ours_tensors, run_name)
         for tag, name in OUR_LAYER_TENSORS.items():
             points = [p for p in tensors.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]

@@ -17,10 +17,11 @@ from conftest import ROOT
 from tb_trainhealth.findings import Severity
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tb_trainhealth.cli", *args], capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-m", "tb_trainhealth.cli", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )  # fmt: skip
 
 
 def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenario_findings):
@@ -36,6 +37,19 @@ def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenar
     statuses = [r["status"] for r in runs]
     assert statuses == sorted(statuses, key=["critical", "warning", "ok"].index)  # worst first
     assert {r["run"]: r["status"] for r in runs}["healthy_mlp"] == "ok"
+
+
+def test_local_logdirs_load_through_the_data_server_and_read_the_same_without_it(scenario_logdir):
+    from tensorboard.data.grpc_provider import GrpcDataProvider
+
+    from tb_trainhealth.logdir import loaded_logdir
+
+    with loaded_logdir(scenario_logdir) as provider:
+        assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader, ~30x faster
+    fast = cli("diagnose", scenario_logdir, "--json")
+    slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": "/nonexistent"})
+    assert slow.returncode == fast.returncode == 1 and slow.stderr == ""
+    assert json.loads(slow.stdout) == json.loads(fast.stdout)
 
 
 def test_human_output_has_one_block_per_run_worst_first(scenario_logdir):

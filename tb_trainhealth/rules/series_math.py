@@ -24,7 +24,10 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
     padded = np.pad(values.astype(np.float64), half, mode="constant", constant_values=np.nan)
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
     middle = np.median(windows[half : n - half], axis=1) if n > 2 * half else np.empty(0)
-    edges = [np.nanmedian(windows[i]) for i in (*range(min(half, n)), *range(max(half, n - half), n))]
+    edge_rows = np.r_[0 : min(half, n), max(half, n - half) : n]
+    with warnings.catch_warnings():  # NaN-padded edge windows always hold a real point
+        warnings.simplefilter("ignore", RuntimeWarning)
+        edges = np.nanmedian(windows[edge_rows], axis=1)
     head, tail = edges[: min(half, n)], edges[min(half, n) :]
     return np.concatenate([head, middle, tail])
 

@@ -1,0 +1,112 @@
+"""`tb-trainhealth diagnose` on a huge logdir: wall time and peak memory of the whole process tree.
+
+Builds (once, cached under --logdir) 100 runs x 100,000 steps of a 100-layer model laid out
+as HealthCallback writes them (~8 GB), then times `diagnose --json` as a user runs it
+(through TensorBoard's Rust data server) and, on the first --compare runs only, side by side
+with TensorBoard's Python ingester (the path without the data server), scaled per run.
+Peak memory is the largest sum of RSS over the CLI and its children, sampled every 50 ms.
+Targets: under 60 s and under 2 GiB on a 2-core machine.
+
+Usage: python bench/scale.py [--logdir /tmp/tbth_scale] [--runs 100] [--steps 100000] [--compare 3]
+The Health tab's routes on the same logdir:
+    python bench/routes_latency.py --logdir /tmp/tbth_scale --runs 100 --steps 100000 --layers 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from synthetic_logs import write_logdir
+
+POLL_SECONDS = 0.05
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of `root` and every descendant (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * PAGE
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def run_cli(logdir: str, env: dict[str, str]) -> tuple[float, int, dict]:
+    """(wall seconds, peak tree RSS bytes, parsed JSON) of one `diagnose --json`."""
+    command = [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", logdir, "--json"]
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, env={**os.environ, **env})
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(POLL_SECONDS)
+        wall = time.perf_counter() - started
+        if process.returncode not in (0, 1):
+            raise SystemExit(f"diagnose exited {process.returncode}")
+        out.seek(0)
+        return wall, peak, json.load(out)
+
+
+def subset(logdir: str, runs: int) -> str:
+    """A logdir of symlinks to the first `runs` runs."""
+    target = tempfile.mkdtemp(prefix="tbth_subset_")
+    for name in sorted(os.listdir(logdir))[:runs]:
+        os.symlink(os.path.join(logdir, name), os.path.join(target, name))
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--logdir", default="/tmp/tbth_scale")
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--layers", type=int, default=100)
+    parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--compare", type=int, default=3, help="runs also read with the Python ingester")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    write_logdir(args.logdir, args.runs, args.steps, args.layers, args.events)
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(args.logdir) for f in files)
+    print(f"logdir: {args.runs} runs x {args.steps} steps x {args.layers} layers, {size / 2**30:.1f} GiB "
+          f"(ready in {time.perf_counter() - started:.0f} s)")  # fmt: skip
+
+    wall, peak, payload = run_cli(args.logdir, {})
+    flagged = sum(r["status"] != "ok" for r in payload["runs"])
+    print(f"diagnose, all {len(payload['runs'])} runs:  {wall:6.1f} s  peak {peak / 2**20:6.0f} MiB  "
+          f"({flagged} runs flagged)  targets < 60 s, < 2048 MiB")  # fmt: skip
+    if args.compare:
+        few = subset(args.logdir, args.compare)
+        fast_wall, fast_peak, _ = run_cli(few, {})
+        slow_wall, slow_peak, _ = run_cli(few, {"TENSORBOARD_DATA_SERVER_BINARY": "/nonexistent"})
+        print(f"first {args.compare} runs, data server:    {fast_wall:6.1f} s  peak {fast_peak / 2**20:6.0f} MiB")
+        print(f"first {args.compare} runs, Python ingester: {slow_wall:6.1f} s  peak {slow_peak / 2**20:6.0f} MiB"
+              f"  ({slow_wall / fast_wall:.1f}x slower; ~{slow_wall / args.compare * args.runs:.0f} s for all)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

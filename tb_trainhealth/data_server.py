@@ -1,0 +1,89 @@
+"""A DataProvider over a local logdir loaded by TensorBoard's Rust data server (`--load_fast`).
+
+The Python ingester parses ~30,000 events a second; the data server loads the same files
+some 30x faster on its own threads, keeps the same per-series samples, and is installed with
+TensorBoard (package `tensorboard-data-server`). The CLI uses it to load a logdir once, then
+reads through the same DataProvider interface as the Health tab does under --load_fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+
+from tensorboard.data import provider as tb_provider
+
+logger = logging.getLogger(__name__)
+
+LOAD_FINISHED = "Finished load cycle"  # the server's log line after each pass over the logdir
+MAX_MESSAGE_BYTES = 1 << 28  # one run's downsampled series fit easily
+
+
+class DataServerUnavailable(Exception):
+    """The data server is not installed for this platform or could not start."""
+
+
+def samples_per_plugin_flag(samples: dict[str, int]) -> str:
+    return ",".join(f"{plugin}={'all' if n == 0 else n}" for plugin, n in samples.items())
+
+
+@contextlib.contextmanager
+def loaded_once(logdir: str, samples: dict[str, int]) -> Iterator[tb_provider.DataProvider]:
+    """Start a data server, wait until it has read every event file under `logdir` once,
+    and yield a DataProvider over it; the server is stopped on exit."""
+    import grpc
+    from tensorboard.data import grpc_provider, server_ingester
+
+    try:
+        binary = server_ingester.get_server_binary().path
+    except server_ingester.NoDataServerError as err:
+        raise DataServerUnavailable(str(err)) from err
+    with tempfile.TemporaryDirectory(prefix="tb_trainhealth_") as scratch:
+        port_file = os.path.join(scratch, "port")
+        command = [
+            binary, f"--logdir={os.path.abspath(os.path.expanduser(logdir))}", "--reload=once",
+            f"--samples-per-plugin={samples_per_plugin_flag(samples)}", "--port=0", f"--port-file={port_file}",
+            f"--error-file={os.path.join(scratch, 'error')}", "--die-after-stdin", "--verbose",
+        ]  # fmt: skip
+        try:
+            server = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as err:
+            raise DataServerUnavailable(f"cannot start {binary}: {err}") from err
+        channel = None
+        try:
+            _wait_until_loaded(server)
+            with open(port_file) as f:
+                address = f"localhost:{int(f.read())}"
+            channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+            yield grpc_provider.GrpcDataProvider(address, grpc_provider.make_stub(channel))
+        finally:
+            if channel is not None:
+                channel.close()
+            with contextlib.suppress(OSError):
+                server.stdin.close()  # --die-after-stdin: the server exits
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def _wait_until_loaded(server: subprocess.Popen) -> None:
+    """Block until the server logs the end of its one load cycle; keep draining its log after."""
+    tail: list[str] = []
+    for line in server.stderr:
+        if LOAD_FINISHED in line:
+            threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()
+            return
+        tail = [*tail[-20:], line]
+    raise DataServerUnavailable(f"data server exited ({server.wait()}): {''.join(tail)[-2000:]}")
+
+
+def _drain(stream) -> None:
+    for _ in stream:
+        pass
