@@ -4,12 +4,19 @@ All writes go through one `tf.summary` file writer per run directory (two
 writers in one directory lose data on TensorBoard's Python path), in
 non-decreasing step order (TensorBoard purges "orphaned" data when steps go
 back). Events are flushed at once, so they survive the process dying.
+
+Writing runs on one background thread, in call order: a window of rows costs ~2 ms of
+summary ops, which the training thread would otherwise wait for (and on a GPU machine the
+host is idle during the step anyway). Its errors surface at the next call, on the caller's
+thread, where the callback's guard disables recording.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+from concurrent import futures
 from typing import Any
 
 import numpy as np
@@ -20,6 +27,11 @@ from tb_trainhealth import schema
 # Per-step rows are cheap to lose on a hard crash (events are flushed at once);
 # flush them often enough for a live reader to follow the run.
 FLUSH_MILLIS = 10_000
+# Writes queued ahead of the background thread before callers wait for it (bounds memory).
+MAX_QUEUED_WRITES = 8
+# One thread for every writer in the process (a sweep of fits must not leave a thread each);
+# a single worker keeps each writer's records in call order.
+_WRITE_THREAD = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-trainhealth-writer")
 
 
 class HealthWriter:
@@ -29,20 +41,40 @@ class HealthWriter:
         self._tensor_metadata = schema.tensor_metadata().SerializeToString()
         self._record_metadata = schema.record_metadata().SerializeToString()
         self._row_writers: dict[tuple[str, ...], Any] = {}
+        self._queued: collections.deque[futures.Future] = collections.deque()
+        self._traced: set[tuple] = set()
 
-    def _row_writer(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...]):
+    def _submit(self, write, *args) -> None:
+        """Queue a write; first re-raise any earlier write's error, and wait if far behind."""
+        while self._queued and (self._queued[0].done() or len(self._queued) >= MAX_QUEUED_WRITES):
+            self._queued.popleft().result()
+        try:
+            future = _WRITE_THREAD.submit(write, *args)
+        except RuntimeError:  # the interpreter is exiting (our atexit hook): write here and now
+            self._wait()
+            write(*args)
+            return
+        self._queued.append(future)
+
+    def _wait(self) -> None:
+        while self._queued:
+            self._queued.popleft().result()
+
+    def _row_writer(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple):
         """A graph function writing many rows per call: eager summary ops cost ~0.1 ms each.
 
         Dense columns are written every row; sparse ones (learning rate, step time, memory,
         non-finite counts) only where the host left a finite value, and per-layer weight
-        norms only on sampled rows: fewer records, same information.
+        norms only on sampled rows: fewer records, same information. Traced once, for any
+        number of rows.
         """
-        key = (dense_tags, sparse_tags)
+        key = _row_key(dense_tags, sparse_tags, arrays)
         if key in self._row_writers:
             return self._row_writers[key]
         scalar_metadata, tensor_metadata = self._scalar_metadata, self._tensor_metadata
+        signature = [tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)) for a in arrays]
 
-        @tf.function(reduce_retracing=True)
+        @tf.function(input_signature=signature)
         def write(steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows):
             with tf.summary.record_if(True):
                 for i in tf.range(tf.shape(steps)[0]):
@@ -77,37 +109,64 @@ class HealthWriter:
         weight_rows: np.ndarray,
     ) -> None:
         dense_tags, sparse_tags = tuple(dense), tuple(sparse)
+        # Copies taken now: the caller may reuse its arrays while the write waits in the queue.
+        arrays = (
+            np.array(steps, np.int64),
+            np.stack([dense[t] for t in dense_tags], axis=1).astype(np.float32),
+            np.stack([sparse[t] for t in sparse_tags], axis=1).astype(np.float32),
+            np.array(layer_grad_norm, np.float32),
+            np.array(layer_weight_norm, np.float32),
+            np.array(weight_rows, bool),
+        )
+        self._submit(self._write_rows_now, dense_tags, sparse_tags, arrays)
+        if _row_key(dense_tags, sparse_tags, arrays) not in self._traced:
+            self._traced.add(_row_key(dense_tags, sparse_tags, arrays))
+            self._wait()  # tracing takes ~0.3 s: on the caller's clock, once, not behind a later step
+
+    def _write_rows_now(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> None:
         with self._writer.as_default():
-            self._row_writer(dense_tags, sparse_tags)(
-                tf.constant(steps, tf.int64),
-                tf.constant(np.stack([dense[t] for t in dense_tags], axis=1), tf.float32),
-                tf.constant(np.stack([sparse[t] for t in sparse_tags], axis=1), tf.float32),
-                tf.constant(layer_grad_norm, tf.float32),
-                tf.constant(layer_weight_norm, tf.float32),
-                tf.constant(weight_rows, tf.bool),
-            )
+            self._row_writer(dense_tags, sparse_tags, arrays)(*(tf.constant(a) for a in arrays))
 
     def write_scalars(self, step: int, values: dict[str, float]) -> None:
+        self._submit(self._write_scalars_now, step, dict(values))
+
+    def _write_scalars_now(self, step: int, values: dict[str, float]) -> None:
         with self._writer.as_default(), tf.summary.record_if(True):
             for tag, value in values.items():
                 tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=self._scalar_metadata)
 
     def write_vector(self, tag: str, step: int, values: np.ndarray) -> None:
+        self._submit(self._write_vector_now, tag, step, np.array(values, np.float32))
+
+    def _write_vector_now(self, tag: str, step: int, values: np.ndarray) -> None:
         with self._writer.as_default(), tf.summary.record_if(True):
-            tf.summary.write(tag, tf.constant(values, tf.float32), step=step, metadata=self._tensor_metadata)
+            tf.summary.write(tag, tf.constant(values), step=step, metadata=self._tensor_metadata)
 
     def write_json(self, tag: str, step: int, payload: Any) -> None:
-        """A discrete record (run info, events): written and flushed at once."""
+        """A discrete record (run info, events): written and flushed before this returns."""
+        text = json.dumps(_finite_json(payload), allow_nan=False)
+        self._submit(self._write_json_now, tag, step, text)
+        self._wait()
+
+    def _write_json_now(self, tag: str, step: int, text: str) -> None:
         with self._writer.as_default(), tf.summary.record_if(True):
-            text = json.dumps(_finite_json(payload), allow_nan=False)
             tf.summary.write(tag, tf.constant(text), step=step, metadata=self._record_metadata)
         self._writer.flush()
 
     def flush(self) -> None:
+        self._wait()
         self._writer.flush()
 
     def close(self) -> None:
-        self._writer.close()
+        try:
+            self._wait()
+        finally:
+            self._writer.close()
+
+
+def _row_key(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> tuple:
+    """Rows of one layout (tags, layer count: it changes when layers are frozen between fits)."""
+    return dense_tags, sparse_tags, tuple(a.shape[1:] for a in arrays)
 
 
 def _finite_json(value: Any) -> Any:
