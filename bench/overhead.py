@@ -61,6 +61,15 @@ def small_cnn(jit: bool = False) -> keras.Model:
     return model
 
 
+def strategy_for(mirrored: bool) -> tf.distribute.Strategy:
+    """The default strategy, or MirroredStrategy over 2 logical CPUs (before any op runs)."""
+    if not mirrored:
+        return tf.distribute.get_strategy()
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -68,11 +77,7 @@ def main() -> int:
     parser.add_argument("--jit", action="store_true", help="compile the step with XLA")
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
     args = parser.parse_args()
-    strategy = tf.distribute.get_strategy()
-    if args.mirrored:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(SAMPLES, 28, 28, 1)).astype("float32")
     y = rng.integers(0, 10, SAMPLES).astype("int32")

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras
 import numpy as np
 import tensorflow as tf
-from overhead import BATCH, small_cnn
+from overhead import BATCH, small_cnn, strategy_for
 
 from tb_trainhealth.callback.step_probe import StepProbe
 
@@ -34,11 +34,7 @@ def main() -> int:
     parser.add_argument("--jit", action="store_true")
     parser.add_argument("--mirrored", action="store_true")
     args = parser.parse_args()
-    strategy = tf.distribute.get_strategy()
-    if args.mirrored:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH * 100, 28, 28, 1)).astype("float32")
     y = rng.integers(0, 10, BATCH * 100).astype("int32")
