@@ -68,3 +68,42 @@ def test_a_loss_that_ends_far_above_its_best_is_divergence(start, factor, n):
     loss = np.concatenate([np.linspace(start, start / 2, half), np.geomspace(start / 2, start / 2 * factor, n - half)])
     codes = {f.code for f in engine.diagnose(RunSignals("r", series={sig.LOSS: as_series(list(loss), 1)}))}
     assert "loss_divergence" in codes
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    n=st.integers(2, 3000),
+    where=st.floats(0.0, 1.0, exclude_max=True),
+    bad=st.sampled_from([np.nan, np.inf, -np.inf]),
+    gap=st.integers(1, 50),
+)
+def test_the_first_nonfinite_loss_is_found_at_its_step_and_only_then(n, where, bad, gap):
+    loss = 2.0 * np.exp(-np.arange(n) / max(n / 5, 1)) + 0.1
+    healthy = {f.code for f in engine.diagnose(RunSignals("r", series={sig.LOSS: as_series(list(loss), gap)}))}
+    assert "nonfinite" not in healthy
+    at = int(where * n)
+    loss[at:] = bad
+    findings = engine.diagnose(RunSignals("r", series={sig.LOSS: as_series(list(loss), gap)}))
+    nonfinite = [f for f in findings if f.code == "nonfinite"]
+    assert len(nonfinite) == 1 and nonfinite[0].step == (at + 1) * gap
+    assert nonfinite[0].severity == Severity.CRITICAL
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(50, 3000),
+    level=st.floats(1e-3, 1e3),
+    noise=st.floats(0.0, 0.3),
+    decay=st.floats(0.5, 20.0),
+    seed=st.integers(0, 2**16),
+)
+def test_a_decaying_loss_with_steady_gradients_raises_no_alarm(n, level, noise, decay, seed):
+    """Whatever its scale, length and minibatch noise, a falling loss with gradients of
+    steady size is healthy: none of the numerics, divergence or gradient rules may fire."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    loss = level * (0.1 + np.exp(-decay * t / n)) * np.exp(noise * rng.normal(size=n))
+    grad = level * np.exp(0.2 * rng.normal(size=n))
+    run = RunSignals("r", series={sig.LOSS: as_series(list(loss), 1), sig.GRAD_NORM: as_series(list(grad), 1)})
+    codes = {f.code for f in engine.diagnose(run) if f.severity >= Severity.WARNING}
+    assert not codes & {"nonfinite", "loss_divergence", "exploding_gradients", "vanishing_gradients"}
