@@ -2,7 +2,8 @@
 
 Builds (once, cached under --logdir) 50 runs x 20,000 steps with per-layer series and
 events, starts TensorBoard, and times the runs route and a run's findings route, cold
-(first request after start) and warm (median of 10). Targets: warm runs < 300 ms,
+(first request after start: runs not diagnosed within ~2 s come back "pending", and
+the time until every run is diagnosed is printed too) and warm (median of 10). Targets: warm runs < 300 ms,
 warm findings < 500 ms. Usage: python bench/routes_latency.py [--load-fast false]
 """
 
@@ -54,7 +55,13 @@ def main() -> int:
 
         wait_for(fully_loaded, timeout=900, interval=2)
         cold_findings, _ = timed(plugin + "/findings?run=run_001")  # first request for this run
-        cold_runs, payload = timed(plugin + "/runs")
+        started = time.perf_counter()
+        cold_runs, payload = timed(plugin + "/runs")  # answers within ~2 s, the rest "pending"
+        first_pending = [r["status"] for r in payload["runs"]].count("pending")
+        while any(r["status"] == "pending" for r in payload["runs"]):
+            time.sleep(0.5)
+            payload = get_json(plugin + "/runs")
+        complete_s = time.perf_counter() - started
         warm_runs = sorted(timed(plugin + "/runs")[0] for _ in range(10))[5]
         warm_findings = sorted(timed(plugin + "/findings?run=run_001")[0] for _ in range(10))[5]
         time.sleep(5.5)  # past the plugin's listing TTL: a warm request that re-lists every run's tags
@@ -64,6 +71,7 @@ def main() -> int:
         f"load_fast={args.load_fast}: {len(statuses)} runs, {statuses.count('warning') + statuses.count('critical')} flagged"
     )
     print(f"runs route      cold {cold_runs:8.1f} ms   warm {warm_runs:7.1f} ms  (target < 300 ms)")
+    print(f"  cold: {first_pending} runs pending in the first answer, all diagnosed after {complete_s:.1f} s")
     print(f"findings route  cold {cold_findings:8.1f} ms   warm {warm_findings:7.1f} ms  (target < 500 ms)")
     print(f"runs route, warm diagnoses but a fresh tag listing (every 5 s): {relist_runs:.1f} ms")
     return 0

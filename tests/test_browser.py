@@ -34,7 +34,12 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def page(browser_logdir):
     with running_tensorboard(browser_logdir, load_fast=False) as url:
-        assert wait_for(lambda: len(get_json(url + "/data/plugin/trainhealth/runs")["runs"]) == 5)
+
+        def diagnosed():  # all 5 runs, none still "pending"
+            statuses = [r["status"] for r in get_json(url + "/data/plugin/trainhealth/runs")["runs"]]
+            return len(statuses) == 5 and "pending" not in statuses
+
+        assert wait_for(diagnosed)
         with playwright_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             context = browser.new_context(viewport={"width": 1400, "height": 1000})

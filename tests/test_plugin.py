@@ -115,6 +115,42 @@ def test_diagnoses_are_cached_until_a_run_has_new_data(scenario_logdir, monkeypa
     assert len(reads) == first  # nothing new on disk: nothing re-read
 
 
+def test_a_slow_first_look_answers_in_time_and_finishes_in_the_background(
+    scenario_logdir, scenario_findings, monkeypatch
+):
+    """Runs not diagnosed within the time budget come back "pending", last; later polls
+    fill them in with the engine's own statuses; a pending run's findings are served at once."""
+    import time
+
+    from tb_trainhealth.findings import run_status
+    from tb_trainhealth.plugin import diagnosis_cache
+
+    original = SignalReader.read
+
+    def slow_read(self, group):
+        time.sleep(0.3)
+        return original(self, group)
+
+    monkeypatch.setattr(SignalReader, "read", slow_read)
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
+    client = client_for(scenario_logdir)
+    first = get_json(client, "/runs")["runs"]
+    assert {r["status"] for r in first} == {"pending"}
+    assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in first)
+    assert get_json(client, "/findings?run=nan_input")["findings"][0]["code"] == "nonfinite"
+
+    expected = {run: run_status(findings) for run, findings in scenario_findings.items()}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = get_json(client, "/runs")["runs"]
+        statuses = [r["status"] for r in runs]
+        if "pending" not in statuses:
+            break
+        assert statuses == sorted(statuses, key=["critical", "warning", "ok", "pending"].index)
+        time.sleep(0.2)
+    assert {r["run"]: r["status"] for r in runs} == expected
+
+
 def test_loader_keeps_every_record_unless_the_user_says_otherwise():
     class Flags:
         samples_per_plugin: dict

@@ -48,7 +48,8 @@ def test_routes_return_the_same_diagnoses_as_the_cli(tensorboard_url, scenario_f
 
     def all_loaded():
         runs = {r["run"]: r["status"] for r in get_json(tensorboard_url + PLUGIN + "/runs")["runs"]}
-        return runs if set(expected) | {"long_run"} <= set(runs) else None
+        loaded = set(expected) | {"long_run"} <= set(runs) and "pending" not in runs.values()
+        return runs if loaded else None
 
     runs = wait_for(all_loaded)
     assert runs is not None

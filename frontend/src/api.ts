@@ -3,7 +3,8 @@
 // data: parsed defensively here, rendered with textContent elsewhere.
 
 export type Severity = "info" | "warning" | "critical";
-export type Status = "critical" | "warning" | "ok";
+/** "pending": the server is still diagnosing the run (a first look at a big logdir). */
+export type Status = "critical" | "warning" | "ok" | "pending";
 
 export interface Counts {
   critical: number;
@@ -108,7 +109,7 @@ function strs(v: unknown): string[] {
 }
 
 function status(v: unknown): Status {
-  return v === "critical" || v === "warning" ? v : "ok";
+  return v === "critical" || v === "warning" || v === "pending" ? v : "ok";
 }
 
 function severity(v: unknown): Severity {

@@ -18,6 +18,7 @@ import { depthColor, mountPanel, scalarColor, type ChartHandle, type Line, type 
 import { append, clear, codeBlock, fmtStep, h } from "./dom";
 
 const POLL_MS = 30_000;
+const PENDING_POLL_MS = 2_000; // while the server is still diagnosing some runs
 const POINTS = 500;
 const LAYER_GRAD = "layer_grad_norm";
 const SNIPPET = 'from tb_trainhealth import HealthCallback\nmodel.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])';
@@ -29,6 +30,7 @@ export const SEVERITY_COLOR: Record<Severity | Status, string> = {
   warning: "#ef6c00",
   ok: "#2e7d32",
   info: "#757575",
+  pending: "#9e9e9e",
 };
 
 function stored(key: string): string | null {
@@ -154,6 +156,9 @@ class App {
       this.updated.textContent = "updated " + new Date().toLocaleTimeString();
       this.renderRuns();
       await this.syncSelection(force);
+      if (runs.some((r) => r.status === "pending")) {
+        window.setTimeout(() => void this.poll(false), PENDING_POLL_MS);
+      }
     } catch (err) {
       this.showBanner("Could not load runs: " + errorText(err) + ". Retrying every 30 s; or press Refresh.");
       if (!this.loaded) {
@@ -180,12 +185,14 @@ class App {
   // ---- runs list ----------------------------------------------------------------------
   private renderRuns(): void {
     const runs = this.runs;
-    const n = { critical: 0, warning: 0, ok: 0 };
+    const n = { critical: 0, warning: 0, ok: 0, pending: 0 };
     for (const r of runs) n[r.status] += 1;
     this.summary.textContent =
       runs.length === 0
         ? ""
-        : plural(runs.length, "run") + ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok";
+        : plural(runs.length, "run") +
+          ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok" +
+          (n.pending ? ", " + n.pending + " still being diagnosed" : "");
 
     if (runs.length === 0) {
       this.layout.hidden = true;
@@ -236,7 +243,7 @@ class App {
     if (r.counts.critical) parts.push(r.counts.critical + " critical");
     if (r.counts.warning) parts.push(r.counts.warning + " warning");
     if (r.counts.info) parts.push(r.counts.info + " info");
-    button.title = r.run + "\n" + (parts.length ? parts.join(", ") : "no findings");
+    button.title = r.run + "\n" + (r.status === "pending" ? "being diagnosed" : parts.length ? parts.join(", ") : "no findings");
     const meta: string[] = [];
     if (r.last_step !== null) meta.push("step " + fmtStep(r.last_step));
     if (!r.has_health_data) meta.push("no HealthCallback");

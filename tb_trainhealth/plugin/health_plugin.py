@@ -77,6 +77,10 @@ def _downsample_index(values: np.ndarray, points: int) -> np.ndarray:
     return np.array(sorted(keep))
 
 
+# Status of a run whose first diagnosis is still running (the tab polls again soon).
+PENDING = "pending"
+
+
 class HealthPlugin(base_plugin.TBPlugin):
     plugin_name = schema.PLUGIN_NAME
 
@@ -136,8 +140,9 @@ class HealthPlugin(base_plugin.TBPlugin):
         return route
 
     def _runs(self, request) -> dict[str, Any]:
+        """Every run, worst first; runs still being diagnosed come last as "pending"."""
         _check_params(request, allowed=())
-        diagnoses = self._cache(request).all()
+        diagnoses, pending = self._cache(request).all()
         runs = []
         for d in diagnoses:
             counts = {label: 0 for label in ("critical", "warning", "info")}
@@ -153,9 +158,20 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "errors": d.errors,
                 }
             )
-        runs.sort(
-            key=lambda r: (STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"])
-        )
+        zero = {"critical": 0, "warning": 0, "info": 0}
+        for group in pending:
+            runs.append(
+                {
+                    "run": group.name,
+                    "status": PENDING,
+                    "counts": zero,
+                    "has_health_data": False,
+                    "last_step": None,
+                    "errors": [],
+                }
+            )
+        order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
+        runs.sort(key=lambda r: (order[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
         return {"runs": runs}
 
     def _findings(self, request) -> dict[str, Any]:
