@@ -51,7 +51,9 @@ def loaded_once(logdir: str, samples: dict[str, int]) -> Iterator[tb_provider.Da
             f"--error-file={os.path.join(scratch, 'error')}", "--die-after-stdin", "--verbose",
         ]  # fmt: skip
         try:
-            server = subprocess.Popen(command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            server = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+            )
         except OSError as err:
             raise DataServerUnavailable(f"cannot start {binary}: {err}") from err
         channel = None

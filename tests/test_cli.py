@@ -47,9 +47,10 @@ def test_local_logdirs_load_through_the_data_server_and_read_the_same_without_it
     with loaded_logdir(scenario_logdir) as provider:
         assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader, ~30x faster
     fast = cli("diagnose", scenario_logdir, "--json")
-    slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": "/nonexistent"})
-    assert slow.returncode == fast.returncode == 1 and slow.stderr == ""
-    assert json.loads(slow.stdout) == json.loads(fast.stdout)
+    for server in ("/nonexistent", "/bin/false"):  # not installed; installed but cannot start
+        slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": server})
+        assert slow.returncode == fast.returncode == 1 and slow.stderr == ""
+        assert json.loads(slow.stdout) == json.loads(fast.stdout)
 
 
 def test_human_output_has_one_block_per_run_worst_first(scenario_logdir):
