@@ -14,10 +14,13 @@ import sys
 import textwrap
 import time
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tb_trainhealth import __version__
 from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
+
+if TYPE_CHECKING:
+    from tb_trainhealth.reader import Diagnosis
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -64,43 +67,44 @@ def _positive_float(text: str) -> float:
 
 def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     """Print each new warning/critical finding (and run error) once, as runs are written."""
-    from tb_trainhealth.logdir import LiveLogdir
+    from tb_trainhealth.logdir import followed_logdir
     from tb_trainhealth.reader import SignalReader
 
-    live = LiveLogdir(logdir)
-    reader = SignalReader(live.provider)
-    seen: set[tuple] = set()
-    fingerprints: dict[str, tuple[int, float]] = {}
     deadline = None if timeout is None else time.monotonic() + timeout
-    print(f"tb-trainhealth: watching {logdir} every {interval:g} s (Ctrl-C to stop)", flush=True)
     try:
-        while True:
-            live.reload()
-            for group in reader.groups():
-                fingerprint = reader.last_step(group)
-                if fingerprints.get(group.name) == fingerprint:
-                    continue
-                fingerprints[group.name] = fingerprint
-                diagnosis = reader.diagnose(group)
-                for finding in diagnosis.findings:
-                    key = (group.name, finding.code, finding.evidence.layer)
-                    if finding.severity >= Severity.WARNING and key not in seen:
-                        seen.add(key)
-                        at = f" @ step {finding.step}" if finding.step is not None else ""
-                        stamp = time.strftime("%H:%M:%S")
-                        print(
-                            f"{stamp} [{finding.severity.label}] {group.name}: {finding.code}{at}: {finding.title}",
-                            flush=True,
-                        )
-                for error in diagnosis.errors:
-                    if (group.name, error) not in seen:
-                        seen.add((group.name, error))
-                        print(f"{time.strftime('%H:%M:%S')} [error] {group.name}: {error}", flush=True)
-            if deadline is not None and time.monotonic() >= deadline:
-                return EXIT_OK
-            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+        with followed_logdir(logdir, reload_seconds=max(1, round(interval))) as (provider, reload):
+            print(f"tb-trainhealth: watching {logdir} every {interval:g} s (Ctrl-C to stop)", flush=True)
+            reader = SignalReader(provider)
+            seen: set[tuple] = set()
+            fingerprints: dict[str, tuple[int, float]] = {}
+            while True:
+                reload()
+                for group in reader.groups():
+                    fingerprint = reader.last_step(group)
+                    if fingerprints.get(group.name) != fingerprint:
+                        fingerprints[group.name] = fingerprint
+                        _print_new(reader.diagnose(group), seen)
+                if deadline is not None and time.monotonic() >= deadline:
+                    return EXIT_OK
+                time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _print_new(diagnosis: Diagnosis, seen: set[tuple]) -> None:
+    """One line per warning/critical finding (by run, code and layer) and error not printed before."""
+    name = diagnosis.group.name
+    for finding in diagnosis.findings:
+        key = (name, finding.code, finding.evidence.layer)
+        if finding.severity >= Severity.WARNING and key not in seen:
+            seen.add(key)
+            at = f" @ step {finding.step}" if finding.step is not None else ""
+            line = f"[{finding.severity.label}] {name}: {finding.code}{at}: {finding.title}"
+            print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+    for error in diagnosis.errors:
+        if (name, error) not in seen:
+            seen.add((name, error))
+            print(f"{time.strftime('%H:%M:%S')} [error] {name}: {error}", flush=True)
 
 
 def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:

@@ -33,9 +33,13 @@ def samples_per_plugin_flag(samples: dict[str, int]) -> str:
 
 
 @contextlib.contextmanager
-def loaded_once(logdir: str, samples: dict[str, int]) -> Iterator[tb_provider.DataProvider]:
+def loaded_once(
+    logdir: str, samples: dict[str, int], reload_seconds: int | None = None
+) -> Iterator[tb_provider.DataProvider]:
     """Start a data server, wait until it has read every event file under `logdir` once,
-    and yield a DataProvider over it; the server is stopped on exit."""
+    and yield a DataProvider over it; the server is stopped on exit.
+
+    reload_seconds: keep re-reading the logdir this often (new runs, growing runs)."""
     import grpc
     from tensorboard.data import grpc_provider, server_ingester
 
@@ -46,7 +50,7 @@ def loaded_once(logdir: str, samples: dict[str, int]) -> Iterator[tb_provider.Da
     with tempfile.TemporaryDirectory(prefix="tb_trainhealth_") as scratch:
         port_file = os.path.join(scratch, "port")
         command = [
-            binary, f"--logdir={os.path.abspath(os.path.expanduser(logdir))}", "--reload=once",
+            binary, f"--logdir={os.path.abspath(os.path.expanduser(logdir))}", f"--reload={reload_seconds or 'once'}",
             f"--samples-per-plugin={samples_per_plugin_flag(samples)}", "--port=0", f"--port-file={port_file}",
             f"--error-file={os.path.join(scratch, 'error')}", "--die-after-stdin", "--verbose",
         ]  # fmt: skip

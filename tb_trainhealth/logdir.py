@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
@@ -63,16 +63,33 @@ def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
 def loaded_logdir(logdir: str) -> Iterator[tb_provider.DataProvider]:
     """Load every run under `logdir` once, fast: local logdirs through TensorBoard's Rust data
     server where it is installed, anything else (gs://, s3://, no server) in this process."""
+    with followed_logdir(logdir, reload_seconds=None) as (provider, _):
+        yield _require_runs(provider, logdir)
+
+
+@contextlib.contextmanager
+def followed_logdir(
+    logdir: str, reload_seconds: int | None
+) -> Iterator[tuple[tb_provider.DataProvider, Callable[[], None]]]:
+    """(provider, reload) over every run under `logdir`, loaded once before this yields.
+
+    reload_seconds: how often the data server re-reads the logdir by itself (None: never);
+    `reload()` re-reads it now where the Python loader is used instead, and does nothing
+    for the data server."""
     if not tb_tf.io.gfile.isdir(logdir):
         raise LogdirError(f"not a directory: {logdir}")
     with contextlib.ExitStack() as stack:
         provider = None
         if "://" not in logdir:
             try:
-                provider = stack.enter_context(data_server.loaded_once(logdir, SAMPLES_PER_PLUGIN))
+                provider = stack.enter_context(data_server.loaded_once(logdir, SAMPLES_PER_PLUGIN, reload_seconds))
             except data_server.DataServerUnavailable as err:
                 logger.info("reading %s without the data server: %s", logdir, err)
-        yield _require_runs(provider or LiveLogdir(logdir).provider, logdir)
+        if provider is not None:
+            yield provider, lambda: None
+        else:
+            live = LiveLogdir(logdir)
+            yield live.provider, live.reload
 
 
 def _require_runs(provider: tb_provider.DataProvider, logdir: str) -> tb_provider.DataProvider:
