@@ -87,3 +87,35 @@ def test_many_fits_in_one_process_print_no_warnings_of_ours(tmp_path, caplog, re
         model.fit(X, Y, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / f"run{index}"), verbose=False)])
     assert "retracing" not in caplog.text
     assert not [str(w.message) for w in recwarn if "structure of `inputs`" in str(w.message)]
+
+
+@pytest.mark.parametrize(
+    ("failing", "from_call"),
+    [("_write_rows_now", 2), ("_write_scalars_now", 2), ("_write_json_now", 2), ("_write_scalars_now", 4)],
+    ids=["rows", "epoch scalars", "records", "the last epoch's scalars"],
+)
+def test_a_disk_that_fills_up_mid_run_never_breaks_fit(tmp_path, monkeypatch, capsys, failing, from_call):
+    """Writes run on a background thread: their errors surface later, on the training thread
+    (the last one only when fit ends), where recording is switched off with one line; fit
+    itself finishes as without the callback."""
+    from tb_trainhealth.callback import health_writer
+
+    written = {"calls": 0}
+    original = getattr(health_writer.HealthWriter, failing)
+
+    def fails_after_first(self, *args):
+        written["calls"] += 1
+        if written["calls"] >= from_call:
+            raise OSError(28, "No space left on device")
+        return original(self, *args)
+
+    monkeypatch.setattr(health_writer.HealthWriter, failing, fails_after_first)
+    keras.utils.set_random_seed(0)
+    model = mlp()
+    model.compile("adam", LOSS)
+    history = model.fit(
+        X, Y, batch_size=16, epochs=4, verbose=0, callbacks=[HealthCallback(str(tmp_path), verbose=False)]
+    )
+    assert len(history.history["loss"]) == 4 and np.isfinite(history.history["loss"]).all()
+    assert written["calls"] >= from_call
+    assert "No space left on device" in capsys.readouterr().err

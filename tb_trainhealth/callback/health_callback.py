@@ -347,7 +347,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._record_event(event)
         self._diagnose()
         self._write_events()
-        self._writer.flush()
+        self._flush()
 
     @_guarded("gradients")
     def _install_probe(self) -> None:
@@ -370,6 +370,11 @@ class HealthCallback(keras.callbacks.Callback):
         self._uninstall_probe()
         if self.model is not None:
             self._unwrap_step_functions()
+        self._flush()
+
+    @_guarded("writer")
+    def _flush(self) -> None:
+        """Wait for the background writes and flush; a failed write (disk full) surfaces here."""
         if self._writer is not None:
             self._writer.flush()
 

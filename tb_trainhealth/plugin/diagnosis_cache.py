@@ -21,20 +21,29 @@ _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_p
 
 
 class DiagnosisCache:
-    """Keyed by run; a run's fingerprint (last step, last wall time) decides staleness."""
+    """Keyed by run; a run's fingerprint (last step, last wall time) decides staleness.
+
+    The lock guards the dictionaries only: nobody waits for a diagnosis while holding it.
+    A diagnosis under way is never superseded (a run written faster than it is diagnosed
+    would stay pending forever): it finishes, is shown, and a newer one starts after it.
+    """
 
     def __init__(self, reader: SignalReader):
         self._reader = reader
         self._lock = threading.Lock()
         self._cache: dict[str, Diagnosis] = {}
-        self._running: dict[str, tuple[tuple[int, float], RunGroup, concurrent.futures.Future]] = {}
+        self._running: dict[str, concurrent.futures.Future] = {}
 
     def all(self) -> tuple[list[Diagnosis], list[RunGroup]]:
         """(diagnoses, runs not diagnosed yet): the latter are still being read and diagnosed."""
         with self._lock:
             groups = self._reader.groups()
-            futures = [self._start(group) for group in groups]
-            concurrent.futures.wait([f for f in futures if f is not None], timeout=ANSWER_WITHIN_SECONDS)
+            names = {g.name for g in groups}
+            self._cache = {name: d for name, d in self._cache.items() if name in names}
+            self._running = {name: f for name, f in self._running.items() if name in names}
+            futures = [f for f in (self._start(group) for group in groups) if f is not None]
+        concurrent.futures.wait(futures, timeout=ANSWER_WITHIN_SECONDS)
+        with self._lock:
             diagnoses, pending = [], []
             for group in groups:
                 diagnosis = self._collect(group)
@@ -42,20 +51,22 @@ class DiagnosisCache:
                     diagnoses.append(diagnosis)
                 else:
                     pending.append(group)
-            names = {g.name for g in groups}
-            self._cache = {name: d for name, d in self._cache.items() if name in names}
-            self._running = {name: r for name, r in self._running.items() if name in names}
             return diagnoses, pending
 
     def one(self, run: str) -> Diagnosis | None:
+        """A fresh diagnosis of `run`, computed on the caller's thread if need be."""
         with self._lock:
-            for group in self._reader.groups():
-                if group.name == run:
-                    future = self._start(group)
-                    if future is not None:
-                        future.result()
-                    return self._collect(group)
-            return None
+            group = next((g for g in self._reader.groups() if g.name == run), None)
+            if group is None:
+                return None
+            self._collect(group)
+            fresh = self._fresh(group)
+        if fresh is not None:
+            return fresh
+        diagnosis = self._reader.diagnose(group)
+        with self._lock:
+            self._cache[run] = diagnosis
+        return diagnosis
 
     def _fresh(self, group: RunGroup) -> Diagnosis | None:
         cached = self._cache.get(group.name)
@@ -64,20 +75,21 @@ class DiagnosisCache:
         return None
 
     def _start(self, group: RunGroup) -> concurrent.futures.Future | None:
-        """Diagnose `group` in the background unless its diagnosis is fresh or already under way."""
+        """The background diagnosis of `group` under way, started unless its diagnosis is fresh."""
+        running = self._running.get(group.name)
+        if running is not None and not running.done():
+            return running
+        self._collect(group)
         if self._fresh(group) is not None:
             return None
-        fingerprint = self._reader.last_step(group)
-        running = self._running.get(group.name)
-        if running is None or running[0] != fingerprint or running[1] != group:
-            running = (fingerprint, group, _POOL.submit(self._reader.diagnose, group))
-            self._running[group.name] = running
-        return running[2]
+        future = _POOL.submit(self._reader.diagnose, group)
+        self._running[group.name] = future
+        return future
 
     def _collect(self, group: RunGroup) -> Diagnosis | None:
         """The newest finished diagnosis of `group` (possibly of older data), or None."""
         running = self._running.get(group.name)
-        if running is not None and running[2].done():
+        if running is not None and running.done():
             del self._running[group.name]
-            self._cache[group.name] = running[2].result()  # diagnose() never raises
+            self._cache[group.name] = running.result()  # diagnose() never raises
         return self._cache.get(group.name)
