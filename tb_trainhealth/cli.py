@@ -112,12 +112,21 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     "event_counts"}], the last counting the run's recorded events by kind (nonfinite, oom, ...).
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
-    from tb_trainhealth.logdir import loaded_logdir  # loads TensorBoard's ingestion code
+    from tb_trainhealth.logdir import loaded_logdir, unreadable_directories  # TensorBoard's loading code
     from tb_trainhealth.reader import SignalReader
 
     if progress:
         print("reading event files...", end="", file=sys.stderr, flush=True)
-    results = []
+    results = [
+        {
+            "run": run,
+            "status": "ok",
+            "findings": [],
+            "errors": [f"cannot read this directory: {why}"],
+            "event_counts": {},
+        }
+        for run, why in unreadable_directories(logdir)
+    ]
     with loaded_logdir(logdir) as provider:
         reader = SignalReader(provider)
         groups = reader.groups()
@@ -198,14 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     _avoid_tensorflow_for_local_paths(args.logdir)
     from tb_trainhealth.logdir import LogdirError
 
+    progress = args.command == "diagnose" and not args.json and sys.stderr.isatty()
     try:
         if args.command == "watch":
             return watch_logdir(args.logdir, args.interval, args.timeout)
-        progress = not args.json and sys.stderr.isatty()
         results = diagnose_logdir(args.logdir, progress=progress)
         if progress:
             print("\r\033[K", end="", file=sys.stderr, flush=True)  # clear the bar
     except LogdirError as err:
+        if progress:
+            print("\r\033[K", end="", file=sys.stderr)  # clear "reading event files..."
         print(f"tb-trainhealth: error: {err}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(_render_json(results) + "\n" if args.json else _render_text(results, args.logdir))

@@ -56,7 +56,13 @@ def loaded_once(
         ]  # fmt: skip
         try:
             server = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                env={**os.environ, "RUST_LOG": "info"},  # a user's RUST_LOG=warn would hide LOAD_FINISHED
             )
         except OSError as err:
             raise DataServerUnavailable(f"cannot start {binary}: {err}") from err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterator
 
 from tensorboard import context as tb_context
@@ -90,6 +91,24 @@ def followed_logdir(
         else:
             live = LiveLogdir(logdir)
             yield live.provider, live.reload
+
+
+def unreadable_directories(logdir: str) -> list[tuple[str, str]]:
+    """(directory relative to `logdir`, why) for each directory under a local logdir that
+    cannot be listed: the data server skips those without a word, and a run nobody can read
+    must not pass a CI check as "nothing found". The logdir itself unreadable: LogdirError."""
+    if "://" in logdir:
+        return []
+    failures: list[OSError] = []
+    for _ in os.walk(logdir, onerror=failures.append):
+        pass
+    unreadable = []
+    for err in failures:
+        path = os.path.relpath(str(err.filename), logdir) if err.filename else "?"
+        if path == ".":
+            raise LogdirError(f"cannot read {logdir}: {err.strerror or err}")
+        unreadable.append((path.replace(os.sep, "/"), err.strerror or str(err)))
+    return unreadable
 
 
 def _require_runs(provider: tb_provider.DataProvider, logdir: str) -> tb_provider.DataProvider:

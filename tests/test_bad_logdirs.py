@@ -119,3 +119,34 @@ def test_run_with_tags_but_no_steps(logdir):
     os.makedirs(logdir / "no_events_at_all")
     _, runs = diagnose(logdir)
     assert_good_runs_untouched(runs)
+
+
+def _without_root_override(command: list[str]) -> list[str]:
+    """As root, drop the capabilities that read any directory, so chmod 000 means unreadable."""
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a directory unreadable")
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *command]
+
+
+def test_an_unreadable_run_directory_is_listed_with_its_error(logdir):
+    write_events(logdir / "locked", diverging())
+    os.chmod(logdir / "locked", 0)
+    try:
+        command = [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", str(logdir), "--json"]
+        proc = subprocess.run(_without_root_override(command), capture_output=True, text=True, timeout=120, cwd=ROOT)
+        unreadable = subprocess.run(
+            _without_root_override([*command[:-2], str(logdir / "locked")]),
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.chmod(logdir / "locked", 0o755)
+    assert proc.returncode == 1, proc.stderr  # good_nan is critical: the others are diagnosed as usual
+    runs = {r["run"]: r for r in json.loads(proc.stdout)["runs"]}
+    assert_good_runs_untouched(runs)
+    assert runs["locked"]["errors"] == ["cannot read this directory: Permission denied"]
+    assert (
+        unreadable.returncode == 2 and "cannot read" in unreadable.stderr and "Permission denied" in unreadable.stderr
+    )

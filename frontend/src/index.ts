@@ -157,7 +157,9 @@ class App {
       this.renderRuns();
       await this.syncSelection(force);
       if (runs.some((r) => r.status === "pending")) {
-        window.setTimeout(() => void this.poll(false), PENDING_POLL_MS);
+        window.setTimeout(() => {
+          if (document.visibilityState !== "hidden") void this.poll(false);
+        }, PENDING_POLL_MS);
       }
     } catch (err) {
       this.showBanner("Could not load runs: " + errorText(err) + ". Retrying every 30 s; or press Refresh.");
@@ -246,7 +248,7 @@ class App {
     button.title = r.run + "\n" + (r.status === "pending" ? "being diagnosed" : parts.length ? parts.join(", ") : "no findings");
     const meta: string[] = [];
     if (r.last_step !== null) meta.push("step " + fmtStep(r.last_step));
-    if (!r.has_health_data) meta.push("no HealthCallback");
+    if (!r.has_health_data && r.status !== "pending") meta.push("no HealthCallback");
     if (r.errors.length) meta.push(plural(r.errors.length, "error"));
     clear(button);
     append(button, [

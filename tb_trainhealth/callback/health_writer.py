@@ -7,15 +7,17 @@ back). Events are flushed at once, so they survive the process dying.
 
 Writing runs on one background thread, in call order: a window of rows costs ~2 ms of
 summary ops, which the training thread would otherwise wait for (and on a GPU machine the
-host is idle during the step anyway). Its errors surface at the next call, on the caller's
-thread, where the callback's guard disables recording.
+host is idle during the step anyway). A write that fails (disk full, a flaky bucket) loses
+only itself: the first failure is printed once, and recording goes on.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import logging
 import math
+import sys
 from concurrent import futures
 from typing import Any
 
@@ -23,6 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth import schema
+
+logger = logging.getLogger(__name__)
 
 # Per-step rows are cheap to lose on a hard crash (events are flushed at once);
 # flush them often enough for a live reader to follow the run.
@@ -43,11 +47,13 @@ class HealthWriter:
         self._row_writers: dict[tuple[str, ...], Any] = {}
         self._queued: collections.deque[futures.Future] = collections.deque()
         self._traced: set[tuple] = set()
+        self._log_dir = log_dir
+        self.failed_writes = 0
 
     def _submit(self, write, *args) -> None:
-        """Queue a write; first re-raise any earlier write's error, and wait if far behind."""
+        """Queue a write (waiting if far behind)."""
         while self._queued and (self._queued[0].done() or len(self._queued) >= MAX_QUEUED_WRITES):
-            self._queued.popleft().result()
+            self._settle(self._queued.popleft())
         try:
             future = _WRITE_THREAD.submit(write, *args)
         except RuntimeError:  # the interpreter is exiting (our atexit hook): write here and now
@@ -58,7 +64,17 @@ class HealthWriter:
 
     def _wait(self) -> None:
         while self._queued:
-            self._queued.popleft().result()
+            self._settle(self._queued.popleft())
+
+    def _settle(self, write: futures.Future) -> None:
+        """Wait for one queued write; report the first failure of this writer, once."""
+        err = write.exception()
+        if err is None:
+            return
+        self.failed_writes += 1
+        if self.failed_writes == 1:
+            logger.warning("tb-trainhealth: a write to %s failed", self._log_dir, exc_info=err)
+            print(f"tb-trainhealth: could not write to {self._log_dir}: {err!r} (recording goes on)", file=sys.stderr)
 
     def _row_writer(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple):
         """A graph function writing many rows per call: eager summary ops cost ~0.1 ms each.
