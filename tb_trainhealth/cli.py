@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import logging
 import sys
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from tb_trainhealth.reader import Diagnosis
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+PARALLEL_RUNS = 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,22 +132,24 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     with loaded_logdir(logdir) as provider:
         reader = SignalReader(provider)
         groups = reader.groups()
-        for index, group in enumerate(groups, 1):
-            if progress:
-                done = int(30 * index / len(groups))
-                bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
-                print(bar, end="", file=sys.stderr, flush=True)
-            d = reader.diagnose(group)
-            kinds = collections.Counter(str(e.get("kind")) for e in d.signals.events)
-            results.append(
-                {
-                    "run": group.name,
-                    "status": d.status,
-                    "findings": d.findings,
-                    "errors": d.errors,
-                    "event_counts": dict(sorted(kinds.items())),
-                }
-            )
+        # Two runs at a time: one waits on the data server while the other is diagnosed.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+            diagnoses = pool.map(reader.diagnose, groups)
+            for index, (group, d) in enumerate(zip(groups, diagnoses), 1):
+                if progress:
+                    done = int(30 * index / len(groups))
+                    bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
+                    print(bar, end="", file=sys.stderr, flush=True)
+                kinds = collections.Counter(str(e.get("kind")) for e in d.signals.events)
+                results.append(
+                    {
+                        "run": group.name,
+                        "status": d.status,
+                        "findings": d.findings,
+                        "errors": d.errors,
+                        "event_counts": dict(sorted(kinds.items())),
+                    }
+                )
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
     return results
 
