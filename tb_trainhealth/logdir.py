@@ -55,6 +55,11 @@ class LiveLogdir:
             raise LogdirError(f"cannot read {self.logdir}: {err}") from err
 
 
+def is_local(logdir: str) -> bool:
+    """A path on this machine, not a URL (gs://, s3://, hdfs://) for TensorFlow's filesystems."""
+    return "://" not in logdir
+
+
 def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
     """Load every run under `logdir` once, in this process; no event files at all is an error."""
     return _require_runs(LiveLogdir(logdir).provider, logdir)
@@ -81,7 +86,7 @@ def followed_logdir(
         raise LogdirError(f"not a directory: {logdir}")
     with contextlib.ExitStack() as stack:
         provider = None
-        if "://" not in logdir:
+        if is_local(logdir):
             try:
                 provider = stack.enter_context(data_server.loaded_once(logdir, SAMPLES_PER_PLUGIN, reload_seconds))
             except data_server.DataServerUnavailable as err:
@@ -97,7 +102,7 @@ def unreadable_directories(logdir: str) -> list[tuple[str, str]]:
     """(directory relative to `logdir`, why) for each directory under a local logdir that
     cannot be listed: the data server skips those without a word, and a run nobody can read
     must not pass a CI check as "nothing found". The logdir itself unreadable: LogdirError."""
-    if "://" in logdir:
+    if not is_local(logdir):
         return []
     failures: list[OSError] = []
     for _ in os.walk(logdir, onerror=failures.append):

@@ -135,9 +135,10 @@ class HealthWriter:
             np.array(weight_rows, bool),
         )
         self._submit(self._write_rows_now, dense_tags, sparse_tags, arrays)
-        if _row_key(dense_tags, sparse_tags, arrays) not in self._traced:
-            self._traced.add(_row_key(dense_tags, sparse_tags, arrays))
-            self._wait()  # tracing takes ~0.3 s: on the caller's clock, once, not behind a later step
+        key = _row_key(dense_tags, sparse_tags, arrays)
+        if key not in self._traced:  # the first rows of a layout trace its writer (~0.3 s):
+            self._traced.add(key)  # on the caller's clock, once, not behind a later step
+            self._wait()
 
     def _write_rows_now(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> None:
         with self._writer.as_default():

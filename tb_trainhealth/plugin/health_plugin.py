@@ -158,13 +158,12 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "errors": d.errors,
                 }
             )
-        zero = {"critical": 0, "warning": 0, "info": 0}
         for group in pending:
             runs.append(
                 {
                     "run": group.name,
                     "status": PENDING,
-                    "counts": zero,
+                    "counts": {"critical": 0, "warning": 0, "info": 0},
                     "has_health_data": False,
                     "last_step": None,
                     "errors": [],
