@@ -120,3 +120,15 @@ def test_half_precision_tanh_is_not_judged_for_saturation():
     assert set(measured) == {"hidden1", "hidden2"}
     assert all("saturated" not in layer for layer in measured.values())
     assert "saturated" in ActivationProbe(mlp("tanh")).measure(X[:64], step=1)["hidden1"]
+
+
+def test_probes_are_sampled_by_steps_and_time_and_the_end_of_training_is_always_measured():
+    from tb_trainhealth.callback.activation_probe import PROBE_EVERY_STEPS, ActivationProbe
+
+    probe = ActivationProbe(mlp("relu"))
+    assert probe.due(1)  # the first epoch end
+    probe.measure(X[:64], step=1)
+    assert not probe.due(PROBE_EVERY_STEPS)  # too few steps since
+    # Enough steps, but the probe just spent its time share (a ~5 ms pass waits ~1 s).
+    assert not probe.due(1 + PROBE_EVERY_STEPS)
+    assert probe.due(2, final=True) and not probe.due(1, final=True)  # training ends: once more

@@ -88,6 +88,36 @@ def test_nan_from_a_custom_loss_is_placed_in_the_loss(tmp_path):
     assert "starts in the loss (Log)" in finding.title and "log" in finding.fixes[0].text
 
 
+@keras.saving.register_keras_serializable("tests")
+class FeatureNorm(keras.layers.Layer):
+    """Euclidean norm of the features: finite (0) for an all-zero row, but its gradient there is 0/0."""
+
+    def call(self, x):
+        return tf.norm(x, axis=-1, keepdims=True)
+
+
+def test_nan_that_enters_through_the_gradients_is_placed_in_them_not_in_a_forward_op(tmp_path):
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            keras.layers.Dense(16, use_bias=False, name="features"),
+            FeatureNorm(name="feature_norm"),
+            keras.layers.Dense(1, name="head"),
+        ]
+    )
+    x = X.copy()
+    x[5] = 0.0  # an all-zero row in the first batch
+    run, findings = fit(tmp_path, model, x=x)
+    first = {e["where"]: e for e in run.events if e["kind"] == "nonfinite"}
+    assert first["gradients"]["step"] == 1 and first["gradients"]["layers"] == ["features"]
+    assert first["loss"]["step"] == 2  # the update of step 1 wrote the NaN into the weights
+    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
+    assert origin == {"kind": "nan_origin", "step": 2, "where": "weights", "layers": ["features"]}
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert finding.step == 1 and "starts in" not in finding.title  # no forward op to blame
+    assert "an earlier step's gradients brought the NaN in" in finding.detail
+
+
 def test_nan_in_the_data_is_placed_in_the_batch_with_its_position(tmp_path):
     x = X.copy()
     x[3 * 32 + 7, 5] = np.inf  # batch 4 (step 4), row 7, feature 5

@@ -1,5 +1,6 @@
 """Activation health from a small probe batch, sampled sparsely (epoch ends, at most every
-PROBE_EVERY_STEPS steps), never per step.
+PROBE_EVERY_STEPS steps and within MAX_TIME_SHARE of the training time, plus once when
+training ends), never per step.
 
 One eager forward pass of the first training batch through a sub-model that returns
 every ReLU/sigmoid/tanh layer's output. Per layer it measures:
@@ -22,10 +23,14 @@ import keras
 import numpy as np
 
 from tb_trainhealth.callback.submodel import call_submodel
+from tb_trainhealth.callback.time_budget import TimeBudget
 
 # At most one probe per this many steps (epoch ends closer together are skipped): short
 # epochs would otherwise pay a forward pass every few dozen steps.
 PROBE_EVERY_STEPS = 200
+# ...and the probe's eager forward pass takes at most this share of the wall time: it costs
+# ~10 ms on a small CNN (1% of 200 of its 5 ms steps), far more on a big model.
+MAX_TIME_SHARE = 0.005
 # A unit is dead when it is active on fewer than this share of probe positions.
 DEAD_ACTIVITY = 0.01
 # Below this many positions per unit, "never active" is chance, not death: a unit active on
@@ -66,6 +71,7 @@ class ActivationProbe:
         ]
         self._taps = None
         self.last_step: int | None = None
+        self._budget = TimeBudget(MAX_TIME_SHARE)
         if self.layers and getattr(model, "inputs", None):
             # Called eagerly: a few calls per fit cost less than tracing a graph for each fit's
             # probe (and a tf.function per fit draws TensorFlow's "retracing" warning).
@@ -75,10 +81,19 @@ class ActivationProbe:
     def available(self) -> bool:
         return self._taps is not None
 
-    def due(self, step: int) -> bool:
-        return self.last_step is None or step - self.last_step >= PROBE_EVERY_STEPS
+    def due(self, step: int, final: bool = False) -> bool:
+        """Time for a probe at `step`? `final`: training ends, the last state is what the rules judge."""
+        if self.last_step is None:
+            return True
+        if final:
+            return step > self.last_step
+        return step - self.last_step >= PROBE_EVERY_STEPS and self._budget.allows()
 
     def measure(self, x: Any, step: int) -> dict[str, dict[str, Any]]:
+        with self._budget.spend():
+            return self._measure(x, step)
+
+    def _measure(self, x: Any, step: int) -> dict[str, dict[str, Any]]:
         self.last_step = step
         outputs = call_submodel(self._taps, x)
         if len(self.layers) == 1:

@@ -33,6 +33,7 @@ from tb_trainhealth.callback.step_probe import (
     Rows,
     StepProbe,
 )
+from tb_trainhealth.callback.time_budget import TimeBudget
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.memory import device_memory_mb, host_rss_mb
 from tb_trainhealth.reader import OUR_SCALARS as SERIES_OF_TAG
@@ -43,9 +44,18 @@ from tb_trainhealth.signals import Layer
 
 logger = logging.getLogger(__name__)
 
-# Rows are read back every this many steps: one device->host copy per window
-# instead of one per step (the ring buffer holds twice as many).
-READ_EVERY = 32
+# Rows are read back once per READ_SECONDS, or sooner when MAX_UNREAD steps wait (the ring
+# buffer holds twice as many): one device->host copy and one background write per window, so
+# a read-back (~1 ms) costs ~0.1% of the time however short the steps, and a live reader
+# lags by about a second.
+READ_SECONDS = 1.0
+MAX_UNREAD = 128
+# Mid-run diagnoses take at most this share of the wall time: on a long run's capped series
+# the rules take ~13 ms, which every 200 steps of 1 ms would make 6%.
+DIAGNOSIS_TIME_SHARE = 0.005
+# Host (and device) memory is read every this many steps (a /proc read): a leak shows as a
+# steady climb, which needs points, and reads are independent of the read-back windows.
+MEMORY_EVERY = 32
 # Per-layer weight norms change slowly: written on every this-many-th step.
 WEIGHT_NORM_EVERY = 10
 # Crash messages (TensorFlow's can carry whole graphs) are cut to this length.
@@ -94,7 +104,8 @@ class HealthCallback(keras.callbacks.Callback):
         log_dir: run directory for the event files (any `tf.io.gfile` path, e.g. gs://).
             Use the same `log_dir` as `keras.callbacks.TensorBoard`: it writes to
             `log_dir/train` and `log_dir/validation`, this callback to `log_dir` itself.
-        diagnose_every: run the rule engine every this many steps (and at each epoch end).
+        diagnose_every: run the rule engine at most every this many steps, and within 0.5% of
+            the training time (at once on a NaN/Inf; always when training ends).
         stop_on: "warning" or "critical" to stop training (after recording the diagnosis)
             when a finding of that severity or worse appears; None never stops.
         on_finding: called with each new `Finding` (warning or worse), e.g. to page yourself.
@@ -132,8 +143,12 @@ class HealthCallback(keras.callbacks.Callback):
         self._last_event_step = -1
         self._step = 0
         self._last_diagnosed_step = 0
+        self._diagnosis_budget = TimeBudget(DIAGNOSIS_TIME_SHARE)
         self._calls_since_read = 0
+        self._last_read = 0.0  # perf_counter() of the last read-back
         self._call_ms: list[float] = []
+        self._memory_by_call: list[tuple[float, float]] = []  # (host, device) MiB; NaN: not read
+        self._steps_since_memory = MEMORY_EVERY
         self._last_begin: float | None = None
         self._compiling = True
         self._crashed = False
@@ -158,8 +173,8 @@ class HealthCallback(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         self._time_call()
         self._calls_since_read += 1
-        if self._calls_since_read * self._steps_per_call >= READ_EVERY:
-            self._calls_since_read = 0
+        unread = self._calls_since_read * self._steps_per_call
+        if unread >= MAX_UNREAD or self._last_begin - self._last_read >= READ_SECONDS:
             self._drain()
             self._maybe_diagnose()
             self._write_events()
@@ -167,6 +182,7 @@ class HealthCallback(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if self._last_begin is not None:
             self._call_ms.append(math.nan)  # the last call's end is hidden behind validation
+            self._memory_by_call.append(self._read_memory(force=True))
         self._last_begin = None
         self._drain()
         self._record_epoch(epoch, logs or {})
@@ -175,6 +191,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._write_events()
 
     def on_train_end(self, logs=None):
+        self._measure_activations(self._epoch, final=True)
         self._finish()
 
     # -- set-up and tear-down -------------------------------------------------------
@@ -219,6 +236,8 @@ class HealthCallback(keras.callbacks.Callback):
         self._lint()
         self._lint_pipeline(adapter)
         self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
+        self._memory_by_call = []
+        self._last_read = time.perf_counter()
         atexit.register(self._finish)
 
     @_guarded("lint")
@@ -254,11 +273,12 @@ class HealthCallback(keras.callbacks.Callback):
             self._input.inspect = None
 
     @_guarded("activations")
-    def _measure_activations(self, epoch: int) -> None:
-        """Dead ReLU / saturated sigmoid-tanh shares on the first batch, once per epoch."""
+    def _measure_activations(self, epoch: int, final: bool = False) -> None:
+        """Dead ReLU / saturated sigmoid-tanh shares on the first batches, at sampled epoch ends
+        and when training ends (`final`: the state the last diagnosis judges)."""
         probe_x = self._batch_lint.first_inputs if self._batch_lint is not None else None
         probe = self._activations
-        if probe is None or not probe.available or probe_x is None or not probe.due(self._step):
+        if probe is None or not probe.available or probe_x is None or not probe.due(self._step, final):
             return
         if not all(tf.is_tensor(t) for t in tf.nest.flatten(probe_x)):
             return  # per-replica values under a distribution strategy: no single batch to probe
@@ -351,7 +371,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     @_guarded("gradients")
     def _install_probe(self) -> None:
-        capacity = max(2 * READ_EVERY, 4 * self._steps_per_call)
+        capacity = 2 * (MAX_UNREAD + self._steps_per_call)
         self._probe = StepProbe(self.model, capacity)
         self._probe.install()
 
@@ -401,11 +421,13 @@ class HealthCallback(keras.callbacks.Callback):
         if self._last_begin is not None:
             # The first call of a fit traces and compiles the step: not a step time.
             self._call_ms.append(math.nan if self._compiling else (now - self._last_begin) * 1000.0)
+            self._memory_by_call.append(self._read_memory())
             self._compiling = False
         self._last_begin = now
 
     @_guarded("gradients")
     def _drain(self) -> None:
+        self._last_read, self._calls_since_read = time.perf_counter(), 0
         if self._probe is None or self._writer is None:
             return
         rows = self._probe.read_new_rows(self._base_step)
@@ -418,7 +440,11 @@ class HealthCallback(keras.callbacks.Callback):
         if rows is None:
             return
         step_ms = self._per_step(self._call_ms, len(rows.steps), spread=self._steps_per_call)
-        self._call_ms = []
+        memory = np.array(self._memory_by_call, np.float64).reshape(-1, 2)
+        host_mb, device_mb = (
+            self._per_step(memory[:, i], len(rows.steps), spread=self._steps_per_call, split=False) for i in (0, 1)
+        )
+        self._call_ms, self._memory_by_call = [], []
         wait_ms = self._per_step(self._input.take_waits(), len(rows.steps))
         self._step = int(rows.steps[-1])
         dense = {schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM)}
@@ -435,7 +461,8 @@ class HealthCallback(keras.callbacks.Callback):
             schema.TAG_LOSS_SCALE: loss_scale,
             schema.TAG_STEP_TIME_MS: step_ms,
             schema.TAG_INPUT_WAIT_MS: wait_ms,
-            **self._memory_columns(len(rows.steps)),
+            schema.TAG_HOST_MEMORY_MB: host_mb,
+            schema.TAG_DEVICE_MEMORY_MB: device_mb,
         }
         weight_rows = rows.steps % WEIGHT_NORM_EVERY == 0
         weight_rows[-1] = True  # and the latest weights of every window
@@ -464,22 +491,19 @@ class HealthCallback(keras.callbacks.Callback):
             self._writer.write_vector(schema.TAG_LAYER_UPDATE_RATIO, int(rows.steps[index]), ratio)
         self._recorder.add_layer_series(sig.LAYER_UPDATE_RATIO, rows.steps[sampled], ratios)
 
-    def _memory_columns(self, num_rows: int) -> dict[str, np.ndarray]:
-        """Host RSS (a /proc read) and device memory, sampled once per read-back window."""
-        columns = {}
-        if "memory" in self._disabled:
-            return columns
+    def _read_memory(self, force: bool = False) -> tuple[float, float]:
+        """(host RSS, device memory) in MiB after the call that just ended, every MEMORY_EVERY
+        steps (or when `force`d: an epoch's end); NaN where not read or unknown."""
+        self._steps_since_memory += self._steps_per_call
+        if "memory" in self._disabled or not (force or self._steps_since_memory >= MEMORY_EVERY):
+            return math.nan, math.nan
+        self._steps_since_memory = 0
         try:
-            readings = {schema.TAG_HOST_MEMORY_MB: host_rss_mb(), schema.TAG_DEVICE_MEMORY_MB: device_memory_mb()}
+            host, device = host_rss_mb(), device_memory_mb()
         except Exception as err:
             self._disable("memory", err)
-            return columns
-        for tag, value in readings.items():
-            if value is not None:
-                column = np.full(num_rows, np.nan)
-                column[-1] = value
-                columns[tag] = column
-        return columns
+            return math.nan, math.nan
+        return (math.nan if host is None else host), (math.nan if device is None else device)
 
     def _nonfinite_counts(self, rows: Rows) -> np.ndarray:
         """Non-finite gradient elements, plus one for a non-finite loss and per layer with non-finite weights."""
@@ -489,10 +513,16 @@ class HealthCallback(keras.callbacks.Callback):
         return counts
 
     @staticmethod
-    def _per_step(per_call: list[float], num_rows: int, spread: int = 1) -> np.ndarray:
-        """Per-call values (one per host call of `spread` steps) aligned to the newest rows
-        (each call's value split evenly over its steps); NaN where unknown."""
-        per_step = np.repeat(np.asarray(per_call, np.float64) / spread, spread)
+    def _per_step(per_call: Any, num_rows: int, spread: int = 1, split: bool = True) -> np.ndarray:
+        """Per-call values (one per host call of `spread` steps) aligned to the newest rows;
+        NaN where unknown. `split`: a call's value (a time) is split evenly over its steps;
+        otherwise (a reading) it goes to the call's last step."""
+        values = np.asarray(per_call, np.float64)
+        if split:
+            per_step = np.repeat(values / spread, spread)
+        else:
+            per_step = np.full(len(values) * spread, np.nan)
+            per_step[spread - 1 :: spread] = values
         out = np.full(num_rows, np.nan)
         # The first rows of a fit were traced and compiled: their time is not a step time.
         count = min(num_rows, len(per_step))
@@ -558,11 +588,14 @@ class HealthCallback(keras.callbacks.Callback):
         self._recorder.add_event(event)
 
     def _maybe_diagnose(self) -> None:
-        """Every diagnose_every steps (epochs can be a handful of steps: the rules must not
-        show in the step time), and at once when a NaN/Inf was just found."""
+        """At most every diagnose_every steps and within DIAGNOSIS_TIME_SHARE of the time (epochs
+        can be a handful of steps: the rules must not show in the step time), and at once when
+        a NaN/Inf or a lint finding was just recorded."""
         urgent = any(e["kind"] in ("nonfinite", "lint") for e in self._pending_events)
-        if urgent or self._step - self._last_diagnosed_step >= self.diagnose_every:
-            self._diagnose()
+        due = self._step - self._last_diagnosed_step >= self.diagnose_every and self._diagnosis_budget.allows()
+        if urgent or due:
+            with self._diagnosis_budget.spend():
+                self._diagnose()
 
     @_guarded("diagnosis")
     def _diagnose(self, final: bool = False) -> None:

@@ -5,7 +5,8 @@ that only fires on the first non-finite loss), before the optimizer applies that
 step's update: the weights are still the ones that produced the NaN. Normal steps
 pay only for the `tf.cond` on a scalar they already compute.
 
-Order of suspicion: the batch itself (inputs, labels), then each layer's forward
+Order of suspicion: the batch itself (inputs, labels), weights already non-finite (an
+earlier step's gradients brought the NaN in: the row's per-layer counts name where), then each layer's forward
 output in order (the first non-finite one is re-run under
 `tf.debugging.enable_check_numerics` to name the op inside it), then the loss.
 """
@@ -101,12 +102,31 @@ def localize(model: keras.Model, data: Any) -> dict[str, Any]:
             variable.assign(value)
 
 
-def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
-    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+def _nonfinite_weights(model: keras.Model) -> list[str]:
+    """Layers holding a non-finite trainable weight."""
+    return [
+        layer.name for layer in _forward_layers(model) if _nonfinite_count([w.value for w in layer.trainable_weights])
+    ]
+
+
+def batch_origin(model: keras.Model, data: Any) -> dict[str, Any] | None:
+    """NaN/Inf in the batch itself (inputs, then labels), with the first position; else None."""
+    x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
     for where, value in (("input", x), ("labels", y)):
         count = _nonfinite_count(value)
         if count:
             return {"where": where, "count": count, "position": _first_position(value)}
+    return None
+
+
+def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
+    in_batch = batch_origin(model, data)
+    if in_batch is not None:
+        return in_batch
+    layers = _nonfinite_weights(model)
+    if layers:
+        return {"where": "weights", "layers": layers}
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     layer = _first_bad_layer(model, x)
     if layer is not None:
         return {"where": "forward", **layer}

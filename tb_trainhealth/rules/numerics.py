@@ -97,6 +97,14 @@ def _describe_origin(origin: dict) -> tuple[str, str | None, tuple[Fix, ...]]:
             str(layer) if layer else None,
             _origin_fixes(op),
         )
+    if where == "weights":
+        return (
+            "When the loss first turned non-finite, the weights of "
+            f"{', '.join(map(str, origin.get('layers') or [])) or 'some layers'} already were: an earlier "
+            "step's gradients brought the NaN in (the forward pass of that step was still finite).",
+            None,
+            (),
+        )
     if where == "loss":
         op_text = f" (op {op})" if op else ""
         return (
@@ -247,12 +255,13 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
     detail += _hits_per_layer(run)
     fixes = FIXES
     origin = next((e for e in run.events if e.get("kind") == "nan_origin"), None)
-    origin_layer = None
+    origin_layer, first = None, ()
     if origin is not None:
         sentence, origin_layer, first = _describe_origin(origin)
-        detail += " " + sentence
+        detail += " " + sentence if sentence else ""
         if origin.get("message"):
             detail += f" check_numerics: {origin['message']}"
+    if first:
         fixes = first + tuple(f for f in FIXES if f not in first)
     elif first_layers and run.layers and first_layers[0] == run.layers[0].name:
         # The very first layer's gradients went bad first: its input (the data) is the usual suspect.

@@ -1,0 +1,41 @@
+"""Keeps an occasional job (a probe, a diagnosis) under a share of the training's wall time.
+
+Its cost grows with the model and the run (a long run's diagnosis reads capped series of
+thousands of points), while the steps it is spread over may take 1 ms or 1 s: a fixed
+"every N steps" cannot bound its share of the time, this can.
+
+Example:
+
+```python
+budget = TimeBudget(share=0.005)
+if budget.allows():
+    with budget.spend():
+        run_the_job()
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+
+class TimeBudget:
+    def __init__(self, share: float):
+        self.share = share
+        self._last_end = -float("inf")
+        self._last_seconds = 0.0
+
+    def allows(self) -> bool:
+        """True once the time since the last run ended is at least its cost over `share`."""
+        return (time.perf_counter() - self._last_end) * self.share >= self._last_seconds
+
+    @contextlib.contextmanager
+    def spend(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._last_end = time.perf_counter()
+            self._last_seconds = self._last_end - start
