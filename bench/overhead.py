@@ -7,8 +7,9 @@ for reference. Each fit's first epoch (tracing) is dropped; the time per step is
 of the other epochs over their steps, so costs paid only now and then (the activation
 probe, a diagnosis, a read-back) count at their real rate. Each round gives a ratio
 (config / no callback, adjacent in time); we print the median ratio over rounds and
-its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored]
-(--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs).
+its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored] [--mlp]
+(--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs;
+--mlp: a tiny MLP with ~1 ms steps instead of the small CNN).
 """
 
 from __future__ import annotations
@@ -57,10 +58,13 @@ class EpochTimer:
         self.first, self.last = First(), Last()
 
 
-def small_cnn(jit: bool = False) -> keras.Model:
-    model = keras.Sequential(
-        [
-            keras.Input((28, 28, 1)),
+def small_cnn(jit: bool = False, mlp: bool = False) -> keras.Model:
+    """A small CNN (~5 ms steps here), or with `mlp` a tiny MLP (~1 ms steps: the callback's
+    fixed costs per step weigh the most)."""
+    if mlp:
+        layers = [keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
+    else:
+        layers = [
             keras.layers.Conv2D(16, 3, activation="relu"),
             keras.layers.MaxPooling2D(),
             keras.layers.Conv2D(32, 3, activation="relu"),
@@ -69,7 +73,7 @@ def small_cnn(jit: bool = False) -> keras.Model:
             keras.layers.Dense(64, activation="relu"),
             keras.layers.Dense(10),
         ]
-    )
+    model = keras.Sequential([keras.Input((28, 28, 1)), *([keras.layers.Flatten()] if mlp else []), *layers])
     model.compile(
         "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"], jit_compile=jit
     )
@@ -91,6 +95,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=10, help="timed epochs per fit (after one warm-up epoch)")
     parser.add_argument("--jit", action="store_true", help="compile the step with XLA")
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
+    parser.add_argument("--mlp", action="store_true", help="a tiny MLP (~1 ms steps) instead of the small CNN")
     args = parser.parse_args()
     strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
@@ -113,14 +118,14 @@ def main() -> int:
             keras.utils.set_random_seed(round_index)
             timer = EpochTimer()
             with strategy.scope():
-                model = small_cnn(args.jit)
+                model = small_cnn(args.jit, args.mlp)
             callbacks = [timer.first, *make(round_index), timer.last]
             model.fit(x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=callbacks)
             per_step[name].append(float(np.sum(timer.seconds[1:])) / (args.epochs * (SAMPLES // BATCH)) * 1000)
     base = np.array(per_step["no callback"])
     mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
     print(
-        f"small CNN {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
+        f"{'tiny MLP' if args.mlp else 'small CNN'} {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
     )
     for name, values in per_step.items():
         ratios = np.array(values) / base

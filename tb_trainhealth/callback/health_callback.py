@@ -173,8 +173,7 @@ class HealthCallback(keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         self._time_call()
         self._calls_since_read += 1
-        unread = self._calls_since_read * self._steps_per_call
-        if unread >= MAX_UNREAD or self._last_begin - self._last_read >= READ_SECONDS:
+        if self._read_due():
             self._drain()
             self._maybe_diagnose()
             self._write_events()
@@ -184,7 +183,10 @@ class HealthCallback(keras.callbacks.Callback):
             self._call_ms.append(math.nan)  # the last call's end is hidden behind validation
             self._memory_by_call.append(self._read_memory(force=True))
         self._last_begin = None
-        self._drain()
+        if self._read_due():
+            self._drain()
+        else:  # short epochs end more often than rows are due: only the step count is read
+            self._count_steps()
         self._record_epoch(epoch, logs or {})
         self._measure_activations(epoch)
         self._maybe_diagnose()
@@ -424,6 +426,19 @@ class HealthCallback(keras.callbacks.Callback):
             self._memory_by_call.append(self._read_memory())
             self._compiling = False
         self._last_begin = now
+
+    def _read_due(self) -> bool:
+        """Rows are due (see READ_SECONDS), or the first NaN was just replayed: its finding
+        (and `stop_on`) must not wait."""
+        unread = self._calls_since_read * self._steps_per_call
+        replayed = self._probe is not None and bool(self._probe.nan_origins)
+        return replayed or unread >= MAX_UNREAD or time.perf_counter() - self._last_read >= READ_SECONDS
+
+    @_guarded("gradients")
+    def _count_steps(self) -> None:
+        """The current step, without reading the rows back (the next read-back writes them)."""
+        if self._probe is not None:
+            self._step = self._base_step + self._probe.rows_written()
 
     @_guarded("gradients")
     def _drain(self) -> None:

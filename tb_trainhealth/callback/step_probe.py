@@ -464,9 +464,12 @@ class StepProbe:
         return hasattr(self.optimizer, "inner_optimizer")
 
     # -- on the host --------------------------------------------------------------
+    def rows_written(self) -> int:
+        return int(self.count.numpy())
+
     def read_new_rows(self, base_step: int) -> Rows | None:
         """Rows written since the last read; step = base_step + row number (1-based)."""
-        count = int(self.count.numpy())
+        count = self.rows_written()
         if count <= self._read:
             return None
         buffer = self.buffer.numpy()
