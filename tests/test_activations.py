@@ -132,3 +132,13 @@ def test_probes_are_sampled_by_steps_and_time_and_the_end_of_training_is_always_
     # Enough steps, but the probe just spent its time share (a ~5 ms pass waits ~1 s).
     assert not probe.due(1 + PROBE_EVERY_STEPS)
     assert probe.due(2, final=True) and not probe.due(1, final=True)  # training ends: once more
+
+
+def test_nan_activations_are_neither_dead_nor_saturated():
+    from tb_trainhealth.callback.activation_probe import ActivationProbe
+
+    for activation in ("relu", "tanh"):
+        model = mlp(activation)
+        model.get_layer("hidden1").kernel.assign(np.full((16, 64), np.nan, "float32"))
+        measured = ActivationProbe(model).measure(X[:64], step=1)
+        assert measured["hidden1"] == {"activation": activation, "units": 64}

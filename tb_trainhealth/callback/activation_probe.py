@@ -102,7 +102,9 @@ class ActivationProbe:
         for (layer, kind), output in zip(self.layers, outputs):
             values = np.asarray(output, dtype=np.float32)
             entry: dict[str, Any] = {"activation": kind, "units": int(values.shape[-1])}
-            if kind == "relu" and values.size // max(values.shape[-1], 1) >= MIN_DEAD_POSITIONS:
+            if not np.isfinite(values).all():
+                pass  # NaN weights: NaN is not "inactive" nor "saturated" (nonfinite tells it)
+            elif kind == "relu" and values.size // max(values.shape[-1], 1) >= MIN_DEAD_POSITIONS:
                 entry["dead"] = dead_share(values)
             elif kind != "relu" and layer.compute_dtype == "float32":
                 # float16/bfloat16 round tanh/sigmoid to their bounds at inputs of ~4 (not 9.4):

@@ -56,8 +56,6 @@ DIAGNOSIS_TIME_SHARE = 0.005
 # Host (and device) memory is read every this many steps (a /proc read): a leak shows as a
 # steady climb, which needs points, and reads are independent of the read-back windows.
 MEMORY_EVERY = 32
-# Per-layer weight norms change slowly: written on every this-many-th step.
-WEIGHT_NORM_EVERY = 10
 # Crash messages (TensorFlow's can carry whole graphs) are cut to this length.
 MAX_MESSAGE_CHARS = 4000
 
@@ -146,6 +144,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._diagnosis_budget = TimeBudget(DIAGNOSIS_TIME_SHARE)
         self._calls_since_read = 0
         self._last_read = 0.0  # perf_counter() of the last read-back
+        self._no_rows_yet = True  # in this fit
         self._call_ms: list[float] = []
         self._memory_by_call: list[tuple[float, float]] = []  # (host, device) MiB; NaN: not read
         self._steps_since_memory = MEMORY_EVERY
@@ -239,7 +238,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._lint_pipeline(adapter)
         self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
         self._memory_by_call = []
-        self._last_read = time.perf_counter()
+        self._last_read, self._no_rows_yet = time.perf_counter(), True
         atexit.register(self._finish)
 
     @_guarded("lint")
@@ -428,11 +427,12 @@ class HealthCallback(keras.callbacks.Callback):
         self._last_begin = now
 
     def _read_due(self) -> bool:
-        """Rows are due (see READ_SECONDS), or the first NaN was just replayed: its finding
-        (and `stop_on`) must not wait."""
+        """Rows are due (see READ_SECONDS); or the first NaN was just replayed: its finding
+        (and `stop_on`) must not wait; or none were read in this fit yet: the first rows trace
+        the row writer (~0.3 s), best paid along with the first step's own tracing."""
         unread = self._calls_since_read * self._steps_per_call
-        replayed = self._probe is not None and bool(self._probe.nan_origins)
-        return replayed or unread >= MAX_UNREAD or time.perf_counter() - self._last_read >= READ_SECONDS
+        urgent = self._probe is not None and (self._no_rows_yet or bool(self._probe.nan_origins))
+        return urgent or unread >= MAX_UNREAD or time.perf_counter() - self._last_read >= READ_SECONDS
 
     @_guarded("gradients")
     def _count_steps(self) -> None:
@@ -454,6 +454,7 @@ class HealthCallback(keras.callbacks.Callback):
             )
         if rows is None:
             return
+        self._no_rows_yet = False
         step_ms = self._per_step(self._call_ms, len(rows.steps), spread=self._steps_per_call)
         memory = np.array(self._memory_by_call, np.float64).reshape(-1, 2)
         host_mb, device_mb = (
@@ -479,8 +480,7 @@ class HealthCallback(keras.callbacks.Callback):
             schema.TAG_HOST_MEMORY_MB: host_mb,
             schema.TAG_DEVICE_MEMORY_MB: device_mb,
         }
-        weight_rows = rows.steps % WEIGHT_NORM_EVERY == 0
-        weight_rows[-1] = True  # and the latest weights of every window
+        weight_rows = rows.weight_rows
         self._writer.write_rows(rows.steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows)
         for tag, values in {**dense, **sparse}.items():
             keep = np.isfinite(values) if tag in sparse else slice(None)
