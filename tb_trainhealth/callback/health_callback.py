@@ -145,8 +145,8 @@ class HealthCallback(keras.callbacks.Callback):
         self._calls_since_read = 0
         self._last_read = 0.0  # perf_counter() of the last read-back
         self._no_rows_yet = True  # in this fit
-        self._call_ms: list[float] = []
-        self._memory_by_call: list[tuple[float, float]] = []  # (host, device) MiB; NaN: not read
+        # Per host call since the last read-back: (step time ms, host MiB, device MiB); NaN: unknown.
+        self._per_call: list[tuple[float, float, float]] = []
         self._steps_since_memory = MEMORY_EVERY
         self._last_begin: float | None = None
         self._compiling = True
@@ -179,8 +179,8 @@ class HealthCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if self._last_begin is not None:
-            self._call_ms.append(math.nan)  # the last call's end is hidden behind validation
-            self._memory_by_call.append(self._read_memory(force=True))
+            # The last call's end is hidden behind validation: its memory, not its time, is known.
+            self._per_call.append((math.nan, *self._read_memory(force=True)))
         self._last_begin = None
         if self._read_due():
             self._drain()
@@ -236,8 +236,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._writer.write_json(schema.TAG_RUN_INFO, self._base_step, info)
         self._lint()
         self._lint_pipeline(adapter)
-        self._call_ms, self._last_begin, self._compiling, self._crashed = [], None, True, False
-        self._memory_by_call = []
+        self._per_call, self._last_begin, self._compiling, self._crashed = [], None, True, False
         self._last_read, self._no_rows_yet = time.perf_counter(), True
         atexit.register(self._finish)
 
@@ -421,8 +420,8 @@ class HealthCallback(keras.callbacks.Callback):
         now = time.perf_counter()
         if self._last_begin is not None:
             # The first call of a fit traces and compiles the step: not a step time.
-            self._call_ms.append(math.nan if self._compiling else (now - self._last_begin) * 1000.0)
-            self._memory_by_call.append(self._read_memory())
+            call_ms = math.nan if self._compiling else (now - self._last_begin) * 1000.0
+            self._per_call.append((call_ms, *self._read_memory()))
             self._compiling = False
         self._last_begin = now
 
@@ -455,12 +454,12 @@ class HealthCallback(keras.callbacks.Callback):
         if rows is None:
             return
         self._no_rows_yet = False
-        step_ms = self._per_step(self._call_ms, len(rows.steps), spread=self._steps_per_call)
-        memory = np.array(self._memory_by_call, np.float64).reshape(-1, 2)
+        per_call = np.array(self._per_call, np.float64).reshape(-1, 3)
+        self._per_call = []
+        step_ms = self._per_step(per_call[:, 0], len(rows.steps), spread=self._steps_per_call)
         host_mb, device_mb = (
-            self._per_step(memory[:, i], len(rows.steps), spread=self._steps_per_call, split=False) for i in (0, 1)
+            self._per_step(per_call[:, i], len(rows.steps), spread=self._steps_per_call, split=False) for i in (1, 2)
         )
-        self._call_ms, self._memory_by_call = [], []
         wait_ms = self._per_step(self._input.take_waits(), len(rows.steps))
         self._step = int(rows.steps[-1])
         dense = {schema.TAG_GRAD_NORM: rows.column(COL_GRAD_NORM)}

@@ -5,10 +5,10 @@ that only fires on the first non-finite loss), before the optimizer applies that
 step's update: the weights are still the ones that produced the NaN. Normal steps
 pay only for the `tf.cond` on a scalar they already compute.
 
-Order of suspicion: the batch itself (inputs, labels), weights already non-finite (an
-earlier step's gradients brought the NaN in: the row's per-layer counts name where), then each layer's forward
-output in order (the first non-finite one is re-run under
-`tf.debugging.enable_check_numerics` to name the op inside it), then the loss.
+Order of suspicion: the batch itself (inputs, labels); weights already non-finite (an
+earlier step's gradients brought the NaN in: the row's per-layer counts name where); each
+layer's forward output in order (the first non-finite one is re-run under
+`tf.debugging.enable_check_numerics` to name the op inside it); then the loss.
 """
 
 from __future__ import annotations

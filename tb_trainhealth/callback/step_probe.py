@@ -90,6 +90,17 @@ def _after(tokens: list[tf.Tensor], grads: list) -> list:
     return [wait(grad) for grad in grads]
 
 
+def _layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
+    """Per-layer sum of squares of (layer index, tensor) pairs, as one vector.
+
+    tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of the probe is
+    mostly per-op dispatch, so fewer ops per variable is what matters."""
+    per_layer: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
+    for index, term in terms:
+        per_layer[index].append(tf.nn.l2_loss(term))
+    return 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in per_layer])
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerLayout:
     names: list[str]
@@ -368,18 +379,12 @@ class StepProbe:
         return self._stats(grads, [self.layout.var_to_layer.get(v.path) for v in variables], scale)
 
     def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor) -> GradientStats:
-        num_layers = len(self.layout.names)
-        # tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of this
-        # probe is mostly per-op dispatch, so fewer ops per variable is what matters.
-        grad_terms: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
-        grad_values: list[tuple[int, tf.Tensor]] = []
-        for grad, index in zip(grads, layers):
-            if index is None or grad is None:
-                continue
-            values = tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32)
-            grad_values.append((index, values))
-            grad_terms[index].append(tf.nn.l2_loss(values))
-        grad_sumsq = 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in grad_terms]) / (scale * scale)
+        grad_values = [
+            (index, tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32))
+            for grad, index in zip(grads, layers)
+            if index is not None and grad is not None
+        ]
+        grad_sumsq = _layer_sumsq(len(self.layout.names), grad_values) / (scale * scale)
         return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
 
     def _tracked(self, variables: list) -> list[tuple[int, object]]:
@@ -409,10 +414,7 @@ class StepProbe:
         tracked = self._tracked(variables)
 
         def layer_norms(terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
-            per_layer: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
-            for index, term in terms:
-                per_layer[index].append(tf.nn.l2_loss(term))
-            return tf.sqrt(2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in per_layer]))
+            return tf.sqrt(_layer_sumsq(num_layers, terms))
 
         def not_measured() -> tf.Tensor:
             return tf.fill([num_layers], np.float32(np.nan))
