@@ -1,7 +1,11 @@
-// uPlot charts: scalar series and one-line-per-layer series, with an onset marker, the
-// finding's evidence range shaded, and an "x" where each line first goes NaN/Inf.
+// One uPlot panel: the lines joined on one step axis, a log scale when values span decades,
+// tick labels that survive diverged losses, a resize observer. The marks drawn over the
+// lines (onset, evidence range, first NaN/Inf) are in chart_markers.ts.
 import uPlot from "uplot";
-import { fmtNum, fmtStep, h } from "./dom";
+import { markersPlugin } from "./chart_markers";
+import { h } from "./dom";
+import { fmtNum, fmtStep } from "./format";
+import { cssColor } from "./theme";
 
 export interface Line {
   label: string;
@@ -25,31 +29,6 @@ export interface ChartHandle {
 }
 
 const FONT = '11px Roboto, "Helvetica Neue", Arial, sans-serif';
-const SCALAR_COLORS = ["#1565c0", "#6a1b9a", "#00838f", "#5d4037", "#ad1457", "#558b2f", "#455a64"];
-// Layers are coloured by depth: first (input side) dark blue ... last (output side) gold.
-const DEPTH_STOPS: [number, number, number][] = [
-  [0x1a, 0x23, 0x7e],
-  [0x1e, 0x88, 0xe5],
-  [0x00, 0xa0, 0x9a],
-  [0x7c, 0xb3, 0x42],
-  [0xc7, 0xa5, 0x00],
-];
-
-export function scalarColor(i: number): string {
-  return SCALAR_COLORS[i % SCALAR_COLORS.length] ?? "#1565c0";
-}
-
-export function depthColor(i: number, n: number): string {
-  if (n <= 1) return "#1e88e5";
-  const t = (i / (n - 1)) * (DEPTH_STOPS.length - 1);
-  const k = Math.min(Math.floor(t), DEPTH_STOPS.length - 2);
-  const f = t - k;
-  const a = DEPTH_STOPS[k] ?? [0, 0, 0];
-  const b = DEPTH_STOPS[k + 1] ?? a;
-  const c = [0, 1, 2].map((j) => Math.round((a[j] ?? 0) + ((b[j] ?? 0) - (a[j] ?? 0)) * f));
-  return "rgb(" + c.join(",") + ")";
-}
-
 /** Log scale when the positive values span more than two orders of magnitude. */
 export function wantsLog(lines: Line[]): boolean {
   let lo = Infinity;
@@ -92,92 +71,6 @@ function align(lines: Line[]): Aligned {
     firstNonFinite.push(bad);
   }
   return { xs, ys, firstNonFinite };
-}
-
-function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]): uPlot.Plugin {
-  const pr = () => uPlot.pxRatio || 1;
-  const xPos = (u: uPlot, step: number) => Math.round(u.valToPos(step, "x", true));
-  const inside = (u: uPlot, x: number) => x >= u.bbox.left - 1 && x <= u.bbox.left + u.bbox.width + 1;
-  return {
-    hooks: {
-      drawAxes: [
-        (u: uPlot) => {
-          const band = spec.band;
-          if (!band || (band[0] === null && band[1] === null)) return;
-          const min = u.scales["x"]?.min ?? 0;
-          const max = u.scales["x"]?.max ?? 0;
-          const x0 = xPos(u, Math.max(band[0] ?? min, min));
-          const x1 = xPos(u, Math.min(band[1] ?? max, max));
-          if (x1 <= x0) return;
-          const ctx = u.ctx;
-          ctx.save();
-          ctx.fillStyle = "rgba(255, 152, 0, 0.07)";
-          ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
-          ctx.restore();
-        },
-      ],
-      draw: [
-        (u: uPlot) => {
-          const ctx = u.ctx;
-          const r = pr();
-          // first NaN/Inf of each line: an "x" where the line stops
-          firstNonFinite.forEach((step, k) => {
-            if (step === null || !u.series[k + 1]?.show) return;
-            const x = xPos(u, step);
-            if (!inside(u, x)) return;
-            const data = u.data[k + 1] ?? [];
-            const xs = u.data[0];
-            let yVal: number | null = null;
-            for (let i = 0; i < xs.length && (xs[i] ?? Infinity) < step; i++) {
-              const v = data[i];
-              if (v !== null && v !== undefined) yVal = v;
-            }
-            let y = yVal === null ? u.bbox.top + 8 * r : u.valToPos(yVal, "y", true);
-            if (!Number.isFinite(y)) y = u.bbox.top + 8 * r;
-            y = Math.min(Math.max(y, u.bbox.top + 6 * r), u.bbox.top + u.bbox.height - 6 * r);
-            const s = 4 * r;
-            ctx.save();
-            ctx.strokeStyle = spec.lines[k]?.color ?? "#000";
-            ctx.lineWidth = 2 * r;
-            ctx.beginPath();
-            ctx.moveTo(x - s, y - s);
-            ctx.lineTo(x + s, y + s);
-            ctx.moveTo(x + s, y - s);
-            ctx.lineTo(x - s, y + s);
-            ctx.stroke();
-            ctx.restore();
-          });
-          // onset marker
-          if (spec.onset === null || spec.onset === undefined) return;
-          const x = xPos(u, spec.onset);
-          if (!inside(u, x)) return;
-          const color = spec.onsetColor ?? "#c62828";
-          ctx.save();
-          ctx.strokeStyle = color;
-          ctx.lineWidth = 1.5 * r;
-          ctx.setLineDash([5 * r, 3 * r]);
-          ctx.beginPath();
-          ctx.moveTo(x, u.bbox.top);
-          ctx.lineTo(x, u.bbox.top + u.bbox.height);
-          ctx.stroke();
-          ctx.setLineDash([]);
-          const label = "onset " + fmtStep(spec.onset);
-          ctx.font = `500 ${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
-          const w = ctx.measureText(label).width;
-          const right = x + 4 * r + w <= u.bbox.left + u.bbox.width;
-          const tx = right ? x + 4 * r : x - 4 * r - w;
-          ctx.textBaseline = "top";
-          ctx.lineJoin = "round";
-          ctx.lineWidth = 3 * r;
-          ctx.strokeStyle = "#ffffff";
-          ctx.strokeText(label, tx, u.bbox.top + 3 * r);
-          ctx.fillStyle = color;
-          ctx.fillText(label, tx, u.bbox.top + 3 * r);
-          ctx.restore();
-        },
-      ],
-    },
-  };
 }
 
 // uPlot's default tick increments stop near 1e16; a diverged loss reaches 1e37 and more.
@@ -236,6 +129,9 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
   }
 
   const few = xs.length <= 60;
+  const axisColor = cssColor("--th-muted");
+  const gridColor = cssColor("--th-grid");
+  const tickColor = cssColor("--th-border");
   const opts: uPlot.Options = {
     width: Math.max(container.clientWidth, 200),
     height: spec.height,
@@ -253,19 +149,19 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
     axes: [
       {
         font: FONT,
-        stroke: "#616161",
+        stroke: axisColor,
         size: 30,
-        grid: { stroke: "#eeeeee", width: 1 },
-        ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
+        grid: { stroke: gridColor, width: 1 },
+        ticks: { stroke: tickColor, width: 1, size: 4 },
         incrs: STEP_INCRS,
         values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtStep(v))),
       },
       {
         font: FONT,
-        stroke: "#616161",
+        stroke: axisColor,
         size: 52,
-        grid: { stroke: "#eeeeee", width: 1 },
-        ticks: { stroke: "#e0e0e0", width: 1, size: 4 },
+        grid: { stroke: gridColor, width: 1 },
+        ticks: { stroke: tickColor, width: 1, size: 4 },
         values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 4))),
         ...(log ? { splits: logSplits, incrs: WIDE_INCRS, filter: (_u: uPlot, splits: number[]) => splits } : { incrs: LINEAR_INCRS }),
       },

@@ -1,0 +1,124 @@
+// The tab's page: toolbar (summary, last update, Refresh), error banner, runs list and run
+// view side by side. Wires them together: each poll updates the list, then keeps the
+// selected run's view current; a click in the list selects a run.
+import { fetchRuns, type RunSummary } from "./api";
+import { append, clear, h } from "./dom";
+import { errorText, plural } from "./format";
+import { noRunsPage } from "./hints";
+import { Poller } from "./polling";
+import { RunList } from "./run_list";
+import { RunView } from "./run_view";
+import { store, stored, STORE_SELECTED } from "./storage";
+
+export class App {
+  private runs: RunSummary[] = [];
+  private loaded = false;
+  private selected: string | null = stored(STORE_SELECTED);
+  private readonly runList = new RunList((run) => void this.select(run));
+  private readonly runView = new RunView();
+  private readonly poller = new Poller(
+    (force) => this.refresh(force),
+    (busy) => {
+      this.refreshButton.disabled = busy;
+      this.refreshButton.textContent = busy ? "Refreshing..." : "Refresh";
+    },
+  );
+
+  private readonly root = h("div", { class: "th-app" });
+  private readonly summary = h("span", { class: "th-summary" });
+  private readonly updated = h("span", { class: "th-updated", attrs: { "aria-live": "polite" } });
+  private readonly refreshButton = h("button", {
+    class: "th-button",
+    testid: "refresh-button",
+    text: "Refresh",
+    title: "Reload runs and findings (also done every 30 s)",
+    attrs: { type: "button" },
+  });
+  private readonly banner = h("div", { class: "th-banner", attrs: { role: "alert", hidden: "" } });
+  private readonly layout = h("div", { class: "th-layout" }, [this.runList.element, this.runView.element]);
+
+  mount(): void {
+    clear(document.body);
+    document.body.classList.add("th-body");
+    append(this.root, [
+      h("header", { class: "th-toolbar" }, [
+        h("span", { class: "th-title", text: "Training health" }),
+        this.summary,
+        h("span", { class: "th-spacer" }),
+        this.updated,
+        this.refreshButton,
+      ]),
+      this.banner,
+      this.layout,
+    ]);
+    document.body.appendChild(this.root);
+    this.refreshButton.addEventListener("click", () => void this.poller.poll(true));
+    this.runView.message("Loading runs...");
+    this.poller.start();
+  }
+
+  stop(): void {
+    this.poller.stop();
+    this.runView.reset();
+  }
+
+  /** One poll: reload the runs, then the selected run's view if it changed (or `force`). */
+  private async refresh(force: boolean): Promise<boolean> {
+    try {
+      const runs = await fetchRuns();
+      this.banner.hidden = true;
+      this.banner.textContent = "";
+      this.runs = runs;
+      this.loaded = true;
+      this.updated.textContent = "updated " + new Date().toLocaleTimeString();
+      this.showRuns();
+      await this.syncSelection(force);
+      return runs.some((r) => r.status === "pending");
+    } catch (err) {
+      this.banner.textContent = "Could not load runs: " + errorText(err) + ". Retrying every 30 s; or press Refresh.";
+      this.banner.hidden = false;
+      if (!this.loaded) this.runView.message("No data yet.");
+      return false;
+    }
+  }
+
+  private showRuns(): void {
+    const runs = this.runs;
+    const n = { critical: 0, warning: 0, ok: 0, pending: 0 };
+    for (const r of runs) n[r.status] += 1;
+    this.summary.textContent =
+      runs.length === 0
+        ? ""
+        : plural(runs.length, "run") +
+          ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok" +
+          (n.pending ? ", " + n.pending + " still being diagnosed" : "");
+    this.runList.update(runs);
+    if (runs.length === 0) {
+      this.layout.hidden = true;
+      this.runView.reset();
+      if (!this.root.querySelector(".th-empty-page")) this.root.appendChild(noRunsPage());
+      return;
+    }
+    this.layout.hidden = false;
+    this.root.querySelector(".th-empty-page")?.remove();
+    this.runList.markSelected(this.selected);
+  }
+
+  private async syncSelection(force: boolean): Promise<void> {
+    if (this.selected === null || !this.runs.some((r) => r.run === this.selected)) {
+      this.selected = this.runs[0]?.run ?? null;
+      this.runList.markSelected(this.selected);
+    }
+    const run = this.runs.find((r) => r.run === this.selected);
+    if (!run) return;
+    if (force || !this.runView.isCurrent(run)) await this.runView.load(run.run, run, true);
+  }
+
+  private async select(run: string): Promise<void> {
+    if (run === this.selected && this.runView.shows(run)) return;
+    this.selected = run;
+    store(STORE_SELECTED, run);
+    this.runList.markSelected(run);
+    await this.runView.load(run, this.runs.find((r) => r.run === run), false);
+  }
+}

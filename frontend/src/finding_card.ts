@@ -1,0 +1,106 @@
+// One finding card: severity badge, title, onset step and code; the detail and its fixes
+// (code fixes with a Copy button); the evidence charts of the series behind it.
+import type { Finding, RunFindings, SeriesData } from "./api";
+import type { Line } from "./charts";
+import { codeBlock } from "./code_block";
+import { h } from "./dom";
+import type { EvidenceCharts } from "./evidence_charts";
+import { badge } from "./format";
+import { scalarColor, severityColor } from "./theme";
+
+/** Draws a card's charts once the run's series have arrived (or failed: `err`). */
+export type MountCharts = (s: SeriesData | null, err: string | null) => void;
+
+function fixList(finding: Finding): HTMLElement {
+  return h(
+    "ol",
+    { class: "th-fixes" },
+    finding.fixes.map((fix) => h("li", {}, [h("div", { class: "th-fix-text", text: fix.text }), fix.code !== null ? codeBlock(fix.code) : null])),
+  );
+}
+
+export function findingCard(
+  f: RunFindings,
+  finding: Finding,
+  index: number,
+  charts: EvidenceCharts,
+): { card: HTMLElement; mount: MountCharts } {
+  const ev = finding.evidence;
+  const available = new Set(f.series);
+  const plotted = ev.series.filter((s) => available.has(s));
+  const missing = ev.series.filter((s) => !available.has(s));
+
+  const evidenceHead: string[] = ["Evidence"];
+  if (finding.step !== null) evidenceHead.push("onset: step " + finding.step);
+  if (ev.start_step !== null || ev.end_step !== null)
+    evidenceHead.push("steps " + (ev.start_step ?? "start") + "\u2013" + (ev.end_step ?? "end"));
+  if (ev.layer) evidenceHead.push("layer " + ev.layer);
+
+  const evidence = h("div", { class: "th-evidence", testid: "evidence-chart", data: { series: plotted.join(",") } }, [
+    h("div", { class: "th-evidence-head" }, [
+      h("span", { text: evidenceHead[0] ?? "" }),
+      finding.step !== null ? h("span", { class: "th-onset-label", text: "onset: step " + finding.step }) : null,
+      h("span", { class: "th-muted", text: evidenceHead.slice(finding.step !== null ? 2 : 1).join(" \u00b7 ") }),
+    ]),
+  ]);
+  if (finding.step !== null) evidence.setAttribute("data-onset-step", String(finding.step));
+
+  const scalarNames = plotted.filter((s) => !s.startsWith("layer_"));
+  const layerNames = plotted.filter((s) => s.startsWith("layer_"));
+  const scalarBox = scalarNames.length ? h("div", { class: "th-chart" }) : null;
+  const layerBoxes = layerNames.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
+  if (scalarBox) evidence.appendChild(scalarBox);
+  for (const { name, box } of layerBoxes) {
+    evidence.appendChild(h("div", { class: "th-chart-title", text: name + " (one line per layer)" }));
+    evidence.appendChild(box);
+  }
+  if (plotted.length === 0) {
+    evidence.appendChild(
+      h("div", {
+        class: "th-chart-empty",
+        text: ev.series.length ? "The series behind this finding (" + ev.series.join(", ") + ") are not in this run's data." : "No series to plot for this finding.",
+      }),
+    );
+  } else if (missing.length) {
+    evidence.appendChild(h("div", { class: "th-chart-note", text: "Not available to plot: " + missing.join(", ") }));
+  }
+
+  const card = h("article", { class: "th-card th-finding th-finding-" + finding.severity, testid: "finding-card", data: { code: finding.code, severity: finding.severity, step: finding.step === null ? "" : String(finding.step) } }, [
+    h("div", { class: "th-card-head" }, [
+      badge(finding.severity),
+      h("h3", { class: "th-card-title", text: finding.title }),
+      finding.step !== null ? h("span", { class: "th-since", text: "since step " + finding.step }) : null,
+      h("code", { class: "th-code-id", text: finding.code, title: "finding code" }),
+    ]),
+    h("div", { class: "th-card-body" }, [
+      h("div", { class: "th-card-text" }, [
+        finding.detail ? h("p", { class: "th-detail", text: finding.detail }) : null,
+        finding.fixes.length ? h("h4", { class: "th-fixes-title", text: finding.fixes.length === 1 ? "Fix" : "Fixes" }) : null,
+        finding.fixes.length ? fixList(finding) : null,
+      ]),
+      evidence,
+    ]),
+  ]);
+
+  const syncKey = "th-card-" + index;
+  const band: [number | null, number | null] | null = ev.start_step !== null || ev.end_step !== null ? [ev.start_step, ev.end_step] : null;
+  const mount: MountCharts = (s, err) => {
+    if (plotted.length === 0) return;
+    if (!s) {
+      evidence.appendChild(h("div", { class: "th-chart-empty", text: "Could not load the series: " + (err ?? "unknown error") }));
+      return;
+    }
+    const color = severityColor(finding.severity);
+    if (scalarBox) {
+      const lines: Line[] = [];
+      scalarNames.forEach((name, k) => {
+        const d = s.series[name];
+        if (d) lines.push({ label: name, steps: d.steps, values: d.values, color: scalarColor(k) });
+      });
+      charts.panel(scalarBox, { lines, height: 170, onset: finding.step, onsetColor: color, band, syncKey });
+    }
+    for (const { name, box } of layerBoxes)
+      charts.layerPanel(box, s, null, name, { onset: finding.step, onsetColor: color, syncKey, highlight: ev.layer, band });
+  };
+  return { card, mount };
+}

@@ -1,0 +1,32 @@
+// What the tab shows people who have not added HealthCallback yet: the page for a logdir
+// with no runs, and the hint on a run logged without the callback. Both carry the snippet.
+import { codeBlock } from "./code_block";
+import { h } from "./dom";
+
+const SNIPPET = 'from tb_trainhealth import HealthCallback\nmodel.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])';
+
+function snippet(): HTMLElement {
+  return codeBlock(SNIPPET, "Copy the HealthCallback snippet");
+}
+
+/** Shown instead of the runs list and run view when the logdir has no runs. */
+export function noRunsPage(): HTMLElement {
+  return h("section", { class: "th-empty-page th-empty", testid: "empty-state", data: { kind: "no-runs" } }, [
+    h("h2", { text: "No training runs yet" }),
+    h("p", {
+      text: "This logdir has no runs. Add the callback to your training script; findings appear here while it trains (this page checks every 30 s):",
+    }),
+    snippet(),
+    h("p", { class: "th-muted", text: "Runs logged only with keras.callbacks.TensorBoard get loss-curve checks too." }),
+  ]);
+}
+
+/** Shown at the top of a run view when the run has no HealthCallback data. */
+export function noCallbackHint(): HTMLElement {
+  return h("div", { class: "th-notice th-hint", testid: "no-callback-hint" }, [
+    h("p", {
+      text: "This run was logged without HealthCallback: only loss-curve checks ran. For gradient, NaN and layer diagnoses add:",
+    }),
+    snippet(),
+  ]);
+}

@@ -1,0 +1,157 @@
+// One run's page on the right: fetches its findings and the series behind them, then shows
+// the header, problems reading the run, the no-callback hint, the per-layer gradient chart
+// and the finding cards. Keeps the scroll position when the same run is refreshed.
+import { fetchFindings, fetchSeries, type RunFindings, type RunSummary, type SeriesData } from "./api";
+import { clear, h } from "./dom";
+import { EvidenceCharts } from "./evidence_charts";
+import { findingCard, type MountCharts } from "./finding_card";
+import { badge, countsText, errorText } from "./format";
+import { noCallbackHint } from "./hints";
+
+const POINTS = 500;
+const LAYER_GRAD = "layer_grad_norm";
+
+/** Changes whenever what the run view shows for this run would change. */
+function runKey(r: RunSummary): string {
+  return [r.status, r.last_step, r.counts.critical, r.counts.warning, r.counts.info, r.has_health_data, r.errors.join("\n")].join("|");
+}
+
+function seriesToFetch(f: RunFindings): string[] {
+  const available = new Set(f.series);
+  const names = new Set<string>();
+  if (available.has(LAYER_GRAD)) names.add(LAYER_GRAD);
+  for (const finding of f.findings) for (const s of finding.evidence.series) if (available.has(s)) names.add(s);
+  return Array.from(names);
+}
+
+export class RunView {
+  readonly element = h("main", { class: "th-main" });
+  private readonly charts = new EvidenceCharts();
+  private token = 0; // a newer load makes older ones drop their results
+  private shownRun: string | null = null;
+  private shownKey: string | null = null; // runKey of the run on screen
+
+  /** Replaces the view with a one-line message ("Loading runs...", "No data yet."). */
+  message(text: string): void {
+    clear(this.element);
+    this.element.appendChild(h("div", { class: "th-loading", text }));
+  }
+
+  /** Whether `run` is on screen (in any version). */
+  shows(run: string): boolean {
+    return this.shownRun === run;
+  }
+
+  /** Whether `run` is on screen as its summary now describes it. */
+  isCurrent(run: RunSummary): boolean {
+    return this.shownRun === run.run && this.shownKey === runKey(run);
+  }
+
+  /** Forgets what is shown and frees the charts (the view is hidden, or going away). */
+  reset(): void {
+    this.charts.destroyAll();
+    this.shownRun = null;
+    this.shownKey = null;
+  }
+
+  async load(run: string, summary: RunSummary | undefined, keepScroll: boolean): Promise<void> {
+    const token = ++this.token;
+    const main = this.element;
+    if (!keepScroll || this.shownRun !== run) {
+      this.charts.destroyAll();
+      clear(main);
+      main.scrollTop = 0;
+      main.appendChild(h("div", { class: "th-loading", text: "Loading findings for " + run + "..." }));
+      this.shownRun = null;
+    }
+    let findings: RunFindings;
+    let series: SeriesData | null = null;
+    let seriesError: string | null = null;
+    try {
+      findings = await fetchFindings(run);
+    } catch (err) {
+      if (token !== this.token) return;
+      this.charts.destroyAll();
+      clear(main);
+      main.appendChild(h("div", { class: "th-notice th-notice-error", text: "Could not load findings for " + run + ": " + errorText(err) }));
+      this.shownRun = run;
+      this.shownKey = null;
+      return;
+    }
+    const names = seriesToFetch(findings);
+    if (names.length > 0) {
+      try {
+        series = await fetchSeries(run, names, POINTS);
+      } catch (err) {
+        seriesError = errorText(err);
+      }
+    }
+    if (token !== this.token) return;
+    const scroll = main.scrollTop;
+    this.charts.destroyAll();
+    const view = this.build(findings, summary);
+    clear(main);
+    main.appendChild(view.element);
+    for (const mountCharts of view.mounts) mountCharts(series, seriesError);
+    main.scrollTop = keepScroll ? scroll : 0;
+    this.shownRun = run;
+    this.shownKey = summary ? runKey(summary) : null;
+  }
+
+  private build(f: RunFindings, summary: RunSummary | undefined): { element: HTMLElement; mounts: MountCharts[] } {
+    const mounts: MountCharts[] = [];
+    const counts = { critical: 0, warning: 0, info: 0 };
+    for (const x of f.findings) counts[x.severity] += 1;
+    const lastStep = summary?.last_step ?? null;
+    const view = h("div", { class: "th-run-view", data: { run: f.run } }, [
+      h("div", { class: "th-run-header" }, [
+        h("h2", { class: "th-run-title", text: f.run }),
+        badge(f.status),
+        h("span", { class: "th-muted", text: countsText(counts) || "no findings" }),
+        lastStep !== null ? h("span", { class: "th-muted", text: "last step " + lastStep }) : null,
+      ]),
+    ]);
+
+    const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
+    if (errors.length > 0) view.appendChild(errorsNotice(errors));
+    if (!f.has_health_data) view.appendChild(noCallbackHint());
+
+    if (f.series.includes(LAYER_GRAD)) {
+      const chart = h("div", { class: "th-chart" });
+      view.appendChild(
+        h("section", { class: "th-card th-layer-card", testid: "layer-chart" }, [
+          h("div", { class: "th-card-head" }, [
+            h("h3", { class: "th-card-title", text: "Gradient norm per layer" }),
+            h("span", { class: "th-muted", text: "one line per layer, dark blue = first layer ... gold = last; x = first NaN/Inf" }),
+          ]),
+          chart,
+        ]),
+      );
+      mounts.push((s, err) => this.charts.layerPanel(chart, s, err, LAYER_GRAD, { onset: null, onsetColor: null, syncKey: "run" }));
+    }
+
+    view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
+    if (f.findings.length === 0) view.appendChild(noFindings(f.has_health_data, lastStep));
+    f.findings.forEach((finding, i) => {
+      const { card, mount } = findingCard(f, finding, i, this.charts);
+      view.appendChild(card);
+      mounts.push(mount);
+    });
+    return { element: view, mounts };
+  }
+}
+
+function errorsNotice(errors: string[]): HTMLElement {
+  return h("div", { class: "th-notice th-notice-error", testid: "run-errors", attrs: { role: "status" } }, [
+    h("strong", { text: errors.length === 1 ? "Problem reading this run: " : "Problems reading this run:" }),
+    errors.length === 1 ? h("span", { text: errors[0] ?? "" }) : h("ul", {}, errors.map((e) => h("li", { text: e }))),
+  ]);
+}
+
+function noFindings(hasHealthData: boolean, lastStep: number | null): HTMLElement {
+  const upTo = lastStep !== null ? " up to step " + lastStep : "";
+  return h("div", { class: "th-empty th-ok", testid: "empty-state", data: { kind: "no-findings" } }, [
+    h("h2", { text: "No problems found" }),
+    h("p", { text: hasHealthData ? "Every check passed" + upTo + "." : "The loss-curve checks found nothing" + upTo + "." }),
+  ]);
+}
