@@ -27,7 +27,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tb_trainhealth import schema
+from tb_trainhealth.contract import tags
 
 try:
     from google_crc32c import value as _crc32c
@@ -92,7 +92,7 @@ def _event(step: int, tag: str, metadata, array) -> event_pb2.Event:
 
 
 def _record(step: int, tag: str, payload) -> event_pb2.Event:
-    return _event(step, tag, schema.record_metadata(), np.array(json.dumps(payload).encode(), dtype=object))
+    return _event(step, tag, tags.record_metadata(), np.array(json.dumps(payload).encode(), dtype=object))
 
 
 def synthetic_event(kind: str, step: int, names: list[str]) -> dict:
@@ -119,7 +119,7 @@ def write_run(
     """One run: a healthy-looking loss curve (diverging from `diverge_at`), and `events`
     discrete events spread evenly over the steps, cycling through `event_kinds`."""
     rng = np.random.default_rng(seed)
-    scalar_md, tensor_md = schema.scalar_metadata(), schema.tensor_metadata()
+    scalar_md, tensor_md = tags.scalar_metadata(), tags.tensor_metadata()
     t = np.arange(1, steps + 1)
     loss = (0.2 + 2.0 * np.exp(-t / (steps / 6))) * np.exp(0.1 * rng.normal(size=steps))
     if diverge_at is not None:
@@ -131,24 +131,24 @@ def write_run(
     weights = np.full(layers, 3.0, np.float32)
     event_at = dict(zip(np.linspace(1, steps, events, dtype=int).tolist(), range(events))) if events else {}
     out = RecordFile(path)
-    info = {"schema": schema.SCHEMA_VERSION, "layers": [{"name": n, "params": 1000} for n in names], "start_step": 0}
-    out.write(_record(0, schema.TAG_RUN_INFO, info))
+    info = {"schema": tags.SCHEMA_VERSION, "layers": [{"name": n, "params": 1000} for n in names], "start_step": 0}
+    out.write(_record(0, tags.TAG_RUN_INFO, info))
     for i, step in enumerate(t.tolist()):
-        out.write(_event(step, schema.TAG_LOSS, scalar_md, np.float32(loss[i])))
-        out.write(_event(step, schema.TAG_GRAD_NORM, scalar_md, np.float32(grad[i])))
-        out.write(_event(step, schema.TAG_STEP_TIME_MS, scalar_md, np.float32(step_ms[i])))
+        out.write(_event(step, tags.TAG_LOSS, scalar_md, np.float32(loss[i])))
+        out.write(_event(step, tags.TAG_GRAD_NORM, scalar_md, np.float32(grad[i])))
+        out.write(_event(step, tags.TAG_STEP_TIME_MS, scalar_md, np.float32(step_ms[i])))
         if step % LEARNING_RATE_EVERY == 1:
-            out.write(_event(step, schema.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
+            out.write(_event(step, tags.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
         if step % layer_every == 0:
-            out.write(_event(step, schema.TAG_LAYER_GRAD_NORM, tensor_md, grad[i] * spread))
+            out.write(_event(step, tags.TAG_LAYER_GRAD_NORM, tensor_md, grad[i] * spread))
         if step % WEIGHT_EVERY == 0:
-            out.write(_event(step, schema.TAG_LAYER_WEIGHT_NORM, tensor_md, weights))
+            out.write(_event(step, tags.TAG_LAYER_WEIGHT_NORM, tensor_md, weights))
         if step % steps_per_epoch == 0:
             epoch_loss = np.float32(np.median(loss[max(0, i - steps_per_epoch) : i + 1]))
-            out.write(_event(step, schema.epoch_tag("loss"), scalar_md, epoch_loss))
+            out.write(_event(step, tags.epoch_tag("loss"), scalar_md, epoch_loss))
         if step in event_at:
             kind = event_kinds[event_at[step] % len(event_kinds)]
-            out.write(_record(step, schema.TAG_EVENTS, [synthetic_event(kind, step, names)]))
+            out.write(_record(step, tags.TAG_EVENTS, [synthetic_event(kind, step, names)]))
     out.close()
 
 

@@ -13,14 +13,14 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from tb_trainhealth.callback.health_callback import HealthCallback
-    from tb_trainhealth.training import TrainingOOMError, fit
+    from tb_trainhealth.callback.training import TrainingOOMError, fit
 
 __all__ = ["HealthCallback", "TrainingOOMError", "__version__", "fit"]
 
 _WRITE_SIDE = {
     "HealthCallback": "tb_trainhealth.callback.health_callback",
-    "fit": "tb_trainhealth.training",
-    "TrainingOOMError": "tb_trainhealth.training",
+    "fit": "tb_trainhealth.callback.training",
+    "TrainingOOMError": "tb_trainhealth.callback.training",
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import functools
 import json
 import logging
 import sys
@@ -19,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from tb_trainhealth import __version__
 from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
+from tb_trainhealth.tracking import FindingTracker, finding_line
 
 if TYPE_CHECKING:
-    from tb_trainhealth.reader import Diagnosis
+    from tb_trainhealth.diagnosis import Diagnosis
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_RUNS = 2
@@ -69,6 +71,7 @@ def _positive_float(text: str) -> float:
 
 def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     """Print each new warning/critical finding (and run error) once, as runs are written."""
+    from tb_trainhealth.diagnosis import diagnose_run
     from tb_trainhealth.logdir import followed_logdir
     from tb_trainhealth.reader import SignalReader
 
@@ -77,7 +80,8 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
         with followed_logdir(logdir, reload_seconds=max(1, round(interval))) as (provider, reload):
             print(f"tb-trainhealth: watching {logdir} every {interval:g} s (Ctrl-C to stop)", flush=True)
             reader = SignalReader(provider)
-            seen: set[tuple] = set()
+            trackers: dict[str, FindingTracker] = collections.defaultdict(FindingTracker)
+            errors_seen: set[tuple[str, str]] = set()
             fingerprints: dict[str, tuple[int, float]] = {}
             while True:
                 reload()
@@ -85,7 +89,7 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
                     fingerprint = reader.last_step(group)
                     if fingerprints.get(group.name) != fingerprint:
                         fingerprints[group.name] = fingerprint
-                        _print_new(reader.diagnose(group), seen)
+                        _print_new(diagnose_run(reader, group), trackers[group.name], errors_seen)
                 if deadline is not None and time.monotonic() >= deadline:
                     return EXIT_OK
                 time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
@@ -93,19 +97,14 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
         return EXIT_OK
 
 
-def _print_new(diagnosis: Diagnosis, seen: set[tuple]) -> None:
-    """One line per warning/critical finding (by run, code and layer) and error not printed before."""
+def _print_new(diagnosis: Diagnosis, tracker: FindingTracker, errors_seen: set[tuple[str, str]]) -> None:
+    """One line per new warning/critical finding (again when it gets worse) and error."""
     name = diagnosis.group.name
-    for finding in diagnosis.findings:
-        key = (name, finding.code, finding.evidence.layer)
-        if finding.severity >= Severity.WARNING and key not in seen:
-            seen.add(key)
-            at = f" @ step {finding.step}" if finding.step is not None else ""
-            line = f"[{finding.severity.label}] {name}: {finding.code}{at}: {finding.title}"
-            print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+    for finding, before in tracker.new(diagnosis.findings):
+        print(f"{time.strftime('%H:%M:%S')} {finding_line(finding, name, before)}", flush=True)
     for error in diagnosis.errors:
-        if (name, error) not in seen:
-            seen.add((name, error))
+        if (name, error) not in errors_seen:
+            errors_seen.add((name, error))
             print(f"{time.strftime('%H:%M:%S')} [error] {name}: {error}", flush=True)
 
 
@@ -114,6 +113,7 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     "event_counts"}], the last counting the run's recorded events by kind (nonfinite, oom, ...).
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
+    from tb_trainhealth.diagnosis import diagnose_run
     from tb_trainhealth.logdir import loaded_logdir, unreadable_directories  # TensorBoard's loading code
     from tb_trainhealth.reader import SignalReader
 
@@ -134,13 +134,13 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
         groups = reader.groups()
         # Two runs at a time: one waits on the data server while the other is diagnosed.
         with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
-            diagnoses = pool.map(reader.diagnose, groups)
+            diagnoses = pool.map(functools.partial(diagnose_run, reader), groups)
             for index, (group, d) in enumerate(zip(groups, diagnoses), 1):
                 if progress:
                     done = int(30 * index / len(groups))
                     bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
                     print(bar, end="", file=sys.stderr, flush=True)
-                kinds = collections.Counter(str(e.get("kind")) for e in d.signals.events)
+                kinds = collections.Counter(e.kind.value for e in d.signals.events)
                 results.append(
                     {
                         "run": group.name,

@@ -6,38 +6,44 @@ import logging
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import NonfiniteEvent
 from tb_trainhealth.findings import Finding
-from tb_trainhealth.rules import ALL_RULES, Rule
-from tb_trainhealth.rules.numerics import check_nonfinite
+from tb_trainhealth.rules import RULES, RuleSpec
 from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
 
 
-def diagnose(run: RunSignals, rules: tuple[Rule, ...] = ALL_RULES) -> list[Finding]:
-    """All findings for a run, worst first then by onset. A failing rule never hides the others."""
-    findings: list[Finding] = []
+def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool = True) -> list[Finding]:
+    """All findings for a run, worst first then by onset. A failing rule never hides the others.
+
+    final: training has ended (offline, or the callback's last diagnosis); mid-run, rules
+    that judge only the end are left out."""
     dead = training_died_at(run)
     alive = run if dead is None else run.before(dead)
+    by_rule: list[tuple[RuleSpec, list[Finding]]] = []
     for rule in rules:
+        if rule.final_only and not final:
+            continue
         try:
-            # Once the loss or the weights are NaN every later value is noise: only the
-            # nonfinite rule looks past that point.
-            findings.extend(rule(run if rule is check_nonfinite else alive))
+            by_rule.append((rule, rule.check(run if rule.sees_past_nan else alive)))
         except Exception as err:  # a rule bug must not cost the user the other diagnoses
-            logger.debug("rule %s failed on run %r", rule.__name__, run.run, exc_info=True)
-            run.errors.append(f"rule {rule.__name__} failed: {err}")
+            logger.debug("rule %s failed on run %r", rule.name, run.run, exc_info=True)
+            run.errors.append(f"rule {rule.name} failed: {err}")
+    found = [finding for _, findings in by_rule for finding in findings]
+    findings = [
+        finding
+        for rule, findings in by_rule
+        if not any(f.code in rule.defers_to and f.severity >= rule.defers_to[f.code] for f in found)
+        for finding in findings
+    ]
     return sorted(findings, key=lambda f: (-f.severity, f.step if f.step is not None else -1, f.code))
 
 
 def training_died_at(run: RunSignals) -> int | None:
     """First step whose loss or weights were non-finite, if any."""
-    steps = [
-        e["step"]
-        for e in run.events
-        if e.get("kind") == "nonfinite" and e.get("where") in ("loss", "weights") and isinstance(e.get("step"), int)
-    ]
+    steps = [e.step for e in run.events_of(NonfiniteEvent) if e.where in ("loss", "weights")]
     for name in (sig.LOSS, sig.EPOCH_LOSS):
         series = run.get(name)
         if series is not None and not np.isfinite(series.values).all():

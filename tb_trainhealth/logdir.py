@@ -12,16 +12,17 @@ from tensorboard.backend.event_processing import data_provider, plugin_event_mul
 from tensorboard.compat import tf as tb_tf
 from tensorboard.data import provider as tb_provider
 
-from tb_trainhealth import data_server, schema
-from tb_trainhealth.reader import DEFAULT_DOWNSAMPLE, SCALARS_PLUGIN
+from tb_trainhealth import data_server
+from tb_trainhealth.contract import series, tags
+from tb_trainhealth.reader import SCALARS_PLUGIN
 
 logger = logging.getLogger(__name__)
 
 # Points kept per series while loading, for both loaders: what the rules see (0 = keep all).
 SAMPLES_PER_PLUGIN = {
-    schema.PLUGIN_NAME: DEFAULT_DOWNSAMPLE,
-    SCALARS_PLUGIN: DEFAULT_DOWNSAMPLE,
-    schema.RECORDS_PLUGIN_NAME: 0,
+    tags.PLUGIN_NAME: series.MAX_POINTS,
+    SCALARS_PLUGIN: series.MAX_POINTS,
+    tags.RECORDS_PLUGIN_NAME: 0,
 }
 
 
@@ -32,7 +33,7 @@ class LogdirError(Exception):
 class LiveLogdir:
     """Every run under `logdir`, re-read on `reload()` (new runs, new data in growing runs).
 
-    Keeps every record (events) and a reservoir sample of DEFAULT_DOWNSAMPLE points per dense
+    Keeps every record (events) and a reservoir sample of series.MAX_POINTS points per dense
     series, so memory stays bounded however long the runs (the tab's rules see as many points).
     """
 

@@ -10,6 +10,7 @@ from conftest import diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback.activation_probe import dead_share, saturated_share
+from tb_trainhealth.contract.events import parse_event
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.signals import RunSignals
@@ -48,7 +49,7 @@ def test_broken_layers_are_named_and_their_twins_are_quiet(tmp_path, code):
     broken, healthy = CASES[code]
     run, findings = train(tmp_path / "broken", broken())
     # At epoch ends (128 steps each), at most every PROBE_EVERY_STEPS (200) steps.
-    assert [e["step"] for e in run.events if e["kind"] == "activations"] == [128, 384]
+    assert [e.step for e in run.events if e.kind == "activations"] == [128, 384]
     found = {f.evidence.layer: f for f in findings if f.code == code}
     assert set(found) == {"hidden1", "hidden2"}, [f.title for f in findings]
     assert all(f.severity == Severity.WARNING and f.fixes for f in found.values())
@@ -72,7 +73,9 @@ def test_shares_follow_the_sagemaker_definitions():
 
 def samples(*shares: float) -> RunSignals:
     events = [
-        {"kind": "activations", "step": 100 * (i + 1), "layers": {"d": {"activation": "relu", "dead": share}}}
+        parse_event(
+            {"kind": "activations", "step": 100 * (i + 1), "layers": {"d": {"activation": "relu", "dead": share}}}
+        )
         for i, share in enumerate(shares)
     ]
     return RunSignals("r", events=events)

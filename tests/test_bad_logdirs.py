@@ -16,13 +16,13 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from tb_trainhealth import schema
+from tb_trainhealth.contract import tags
 
 
-def write_events(path, values_by_step, version=schema.SCHEMA_VERSION, tag=schema.TAG_LOSS, plugin=schema.PLUGIN_NAME):
+def write_events(path, values_by_step, version=tags.SCHEMA_VERSION, tag=tags.TAG_LOSS, plugin=tags.PLUGIN_NAME):
     os.makedirs(path, exist_ok=True)
     writer = EventFileWriter(str(path))
-    metadata = schema.summary_metadata(summary_pb2.DATA_CLASS_SCALAR, plugin)
+    metadata = tags.summary_metadata(summary_pb2.DATA_CLASS_SCALAR, plugin)
     metadata.plugin_data.content = json.dumps({"version": version}).encode() if version is not None else b"\xff garbage"
     for step, value in values_by_step:
         summary = summary_pb2.Summary(
@@ -88,7 +88,7 @@ def test_garbage_file_named_like_an_event_file(logdir):
     assert_good_runs_untouched(runs)
 
 
-@pytest.mark.parametrize("version", [None, schema.SCHEMA_VERSION + 1], ids=["malformed", "unknown-version"])
+@pytest.mark.parametrize("version", [None, tags.SCHEMA_VERSION + 1], ids=["malformed", "unknown-version"])
 def test_bad_plugin_payload_is_an_error_for_that_run_only(logdir, version):
     write_events(logdir / "bad_payload", diverging(), version=version)
     _, runs = diagnose(logdir)

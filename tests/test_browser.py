@@ -130,7 +130,7 @@ def test_a_run_still_training_updates_without_a_page_reload(page, browser_logdir
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
     from tensorboard.util import tensor_util
 
-    from tb_trainhealth import schema
+    from tb_trainhealth.contract import tags
 
     frame = health_frame(page)
     item = frame.locator("[data-testid=run-item][data-run=healthy_mlp]")
@@ -147,8 +147,8 @@ def test_a_run_still_training_updates_without_a_page_reload(page, browser_logdir
     ]
     writer = EventFileWriter(os.path.join(browser_logdir, "healthy_mlp"))
     value = summary_pb2.Summary.Value(
-        tag=schema.TAG_EVENTS,
-        metadata=schema.record_metadata(),
+        tag=tags.TAG_EVENTS,
+        metadata=tags.record_metadata(),
         tensor=tensor_util.make_tensor_proto(np.array(json.dumps(crash).encode(), dtype=object)),
     )
     writer.add_event(event_pb2.Event(step=10_000, wall_time=1e9, summary=summary_pb2.Summary(value=[value])))

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import keras
 import numpy as np
@@ -14,8 +15,9 @@ import tensorflow as tf
 from conftest import ROOT, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth import signals as sig
 from tb_trainhealth.callback import step_probe
+from tb_trainhealth.callback.row_layout import UPDATE_EVERY
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
 
 
@@ -84,9 +86,9 @@ def test_stop_on_critical_records_then_stops_and_notifies(tmp_path, capsys):
     history = model.fit(x, y, batch_size=32, epochs=50, shuffle=False, verbose=0, callbacks=[callback])
     assert len(history.epoch) == 1  # stopped in the first epoch, not after 50
     assert [f.code for f in seen] == ["nonfinite"] and seen[0].step == 7
-    assert "tb-trainhealth [critical] nonfinite at step 7" in capsys.readouterr().out
+    assert f"tb-trainhealth [critical] {tmp_path / 'r'}: nonfinite @ step 7: " in capsys.readouterr().out
     run = read_logdir(str(tmp_path))["r"]
-    assert any(e["kind"] == "finding" and e["finding"]["code"] == "nonfinite" for e in run.events)
+    assert any(e.kind == "finding" and e.finding["code"] == "nonfinite" for e in run.events)
 
 
 def test_failing_probe_is_reported_once_and_training_continues(tmp_path, capsys, monkeypatch):
@@ -128,8 +130,8 @@ def test_events_survive_a_crash_after_the_nan(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "simulated crash" in proc.stderr
     run = read_logdir(str(tmp_path))["r"]
-    nonfinite = [e for e in run.events if e["kind"] == "nonfinite"]
-    assert nonfinite and min(e["step"] for e in nonfinite) == 4
+    nonfinite = [e for e in run.events if e.kind == "nonfinite"]
+    assert nonfinite and min(e.step for e in nonfinite) == 4
 
 
 def test_embedding_gradient_norm_sums_duplicate_rows(tmp_path):
@@ -193,7 +195,7 @@ def test_mixed_precision_loss_scale_skips_are_info_not_nonfinite(tmp_path):
     finally:
         keras.mixed_precision.set_global_policy("float32")
     run = read_logdir(str(tmp_path))["r"]
-    assert run.info["loss_scale"] and any(e["kind"] == "nonfinite" for e in run.events)
+    assert run.info.loss_scale and any(e.kind == "nonfinite" for e in run.events)
     nonfinite = [f for f in diagnose_logdir(str(tmp_path))["r"] if f.code == "nonfinite"]
     assert nonfinite and all(f.severity == Severity.INFO for f in nonfinite)
 
@@ -262,9 +264,37 @@ def test_update_ratio_is_the_real_update_over_the_weights(tmp_path):
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
     run = read_logdir(str(tmp_path))["run"]
     ratios = run.layer_series[sig.LAYER_UPDATE_RATIO]
-    assert list(ratios.steps) == list(range(step_probe.UPDATE_EVERY, 81, step_probe.UPDATE_EVERY))
+    assert list(ratios.steps) == list(range(UPDATE_EVERY, 81, UPDATE_EVERY))
     grads, weights = run.layer_series[sig.LAYER_GRAD_NORM], run.layer_series[sig.LAYER_WEIGHT_NORM]
     for step, ratio in zip(ratios.steps, ratios.values):
         grad = grads.values[list(grads.steps).index(step)]
         weight = weights.values[list(weights.steps).index(step)]
         np.testing.assert_allclose(ratio * weight, 0.1 * grad, rtol=1e-4)
+
+
+def test_the_event_file_is_closed_after_fit_and_a_fit_that_follows_at_once_writes_on_in_it(tmp_path, monkeypatch):
+    """Closed like Keras' TensorBoard callback closes its writers, once no fit follows within
+    CLOSE_IDLE_SECONDS (files opened within one second can sort out of order)."""
+    from tb_trainhealth.callback import health_writer, recording
+
+    closed = []
+    original_close = health_writer.HealthWriter.close
+    def close(writer):
+        if writer._log_dir.startswith(str(tmp_path)):  # (other tests' callbacks close meanwhile)
+            closed.append(writer)
+        original_close(writer)
+
+    monkeypatch.setattr(health_writer.HealthWriter, "close", close)
+    monkeypatch.setattr(recording, "CLOSE_IDLE_SECONDS", 1.5)
+    model = tiny_model()
+    x, y = data()
+    callback = HealthCallback(str(tmp_path / "r"))
+    for _ in range(2):  # one after the other: the same file
+        model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[callback])
+    time.sleep(2.5)
+    assert len(closed) == 1 and len(os.listdir(tmp_path / "r")) == 1
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[callback])  # after a pause: a new file
+    time.sleep(2.5)
+    assert len(closed) == 2 and len(os.listdir(tmp_path / "r")) == 2
+    run = read_logdir(str(tmp_path))["r"]
+    np.testing.assert_array_equal(run.series[sig.LOSS].steps, np.arange(1, 13))  # 3 fits, 4 steps each

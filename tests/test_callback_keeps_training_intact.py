@@ -75,7 +75,7 @@ def test_training_is_unchanged_and_recorded(tmp_path, case):
     np.testing.assert_allclose(probed["loss"], plain["loss"], rtol=1e-5)
     run = read_logdir(str(tmp_path))["run"]
     assert len(run.series["input_wait_ms"]) == len(run.series["loss"]) > 0
-    assert not [e for e in run.events if e["kind"] in ("crash", "nonfinite")]
+    assert not [e for e in run.events if e.kind in ("crash", "nonfinite")]
 
 
 def test_many_fits_in_one_process_print_no_warnings_of_ours(tmp_path, caplog, recwarn):

@@ -9,7 +9,7 @@ import os
 import numpy as np
 from conftest import ROOT, read_logdir, run_python
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 
 SCRIPT = os.path.join(ROOT, "tests", "distributed_training.py")
 
@@ -31,15 +31,15 @@ def test_mirrored_strategy_records_the_all_reduced_gradients_once_per_step(tmp_p
     layers = run.layer_series[sig.LAYER_GRAD_NORM]
     np.testing.assert_allclose(np.sqrt((layers.values**2).sum(axis=1)), norms.values, rtol=1e-5)
     # The host-side checks see the whole batch, put back together from the replicas' shards.
-    (statistics,) = [e for e in run.events if e.get("check") == "label_statistics"]
-    assert sum(statistics["class_counts"]) == len(reference["grad_norm"]) * 16
-    assert [e["step"] for e in run.events if e["kind"] == "activations"] == [len(reference["grad_norm"])]
+    (statistics,) = [e for e in run.events if getattr(e, "check", None) == "label_statistics"]
+    assert sum(statistics.class_counts) == len(reference["grad_norm"]) * 16
+    assert [e.step for e in run.events if e.kind == "activations"] == [len(reference["grad_norm"])]
 
 
 def test_nan_on_one_replica_is_found_and_attributed_to_it(tmp_path):
     run, _ = mirrored_run(tmp_path, "nan_on_replica_1")
-    (first,) = [e for e in run.events if e["kind"] == "nonfinite" and e["where"] == "gradients"]
-    assert first["step"] == 3 and first["replicas"] == [1]
+    (first,) = [e for e in run.events if e.kind == "nonfinite" and e.where == "gradients"]
+    assert first.step == 3 and first.replicas == (1,)
     proc = run_python("-m", "tb_trainhealth.cli", "diagnose", str(tmp_path), "--json")
     assert proc.returncode == 1, proc.stderr
     (finding,) = [f for f in json.loads(proc.stdout)["runs"][0]["findings"] if f["code"] == "nonfinite"]
@@ -104,7 +104,7 @@ def test_mixed_precision_norms_are_unscaled_and_the_loss_scale_is_recorded(tmp_p
     finally:
         keras.mixed_precision.set_global_policy("float32")
     runs = read_logdir(str(tmp_path))
-    assert runs["mixed"].info["loss_scale"]
+    assert runs["mixed"].info.loss_scale
     assert_same_signals(runs["mixed"], runs["fp32"], rtol=2e-2)
     scale = runs["mixed"].get(sig.LOSS_SCALE)
     assert scale.steps[0] == 1 and scale.values[0] == model.optimizer.initial_scale

@@ -12,6 +12,7 @@ from conftest import diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback.pipeline_lint import lint_dataset
+from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.input_pipeline import input_share
 
@@ -97,13 +98,13 @@ def test_fast_in_memory_pipeline_waits_under_5_percent_and_gets_no_finding(tmp_p
     print(f"fast pipeline: wait {wait_ms:.2f} ms of {step_ms:.2f} ms per step ({share:.1%})")
     assert share < 0.05, share
     assert not [f for f in findings if f.code in ("input_bound", "input_pipeline_config")]
-    assert run.info["input"] == {"type": "tf.data"} and run.info["input_wait_measured"] is True
+    assert run.info.input == InputSource("tf.data") and run.info.input_wait_measured is True
 
 
 def test_numpy_input_is_measured_and_quiet(tmp_path):
     run, findings = train(tmp_path, X, y=Y, batch_size=32)
     assert len(run.series["input_wait_ms"].values) == 64  # one wait per step
-    assert run.info["input"] == {"type": "arrays"}
+    assert run.info.input == InputSource("arrays")
     assert not [f for f in findings if f.severity >= Severity.WARNING]
 
 
@@ -111,7 +112,7 @@ def test_steps_per_execution_is_left_alone_and_records_no_wait(tmp_path):
     model = small_model()
     model.compile("adam", "mse", steps_per_execution=4)
     run, _findings = train(tmp_path, X, y=Y, batch_size=32, model=model)
-    assert "input_wait_ms" not in run.series and run.info["input_wait_measured"] is False
+    assert "input_wait_ms" not in run.series and run.info.input_wait_measured is False
     assert len(run.series["loss"].values) == 64  # training itself unchanged
 
 
@@ -167,7 +168,7 @@ def well_built():
 @pytest.mark.parametrize("check", list(LINT_CASES))
 def test_each_lint_check_finds_its_mistake_and_only_it(check):
     events = lint_dataset(LINT_CASES[check]())
-    assert [e["check"] for e in events] == [check]
+    assert [e.check for e in events] == [check]
 
 
 def test_well_built_pipeline_gets_no_lint():
@@ -192,7 +193,7 @@ def test_pipeline_over_a_big_in_memory_array_is_not_serialized():
     assert lint_dataset(dataset) == []
     small = tf.data.Dataset.from_tensor_slices(big[:64]).batch(8)
     assert in_memory_bytes(small) == 64 * 1024 * 4
-    assert [e["check"] for e in lint_dataset(small)] == ["no_prefetch"]
+    assert [e.check for e in lint_dataset(small)] == ["no_prefetch"]
 
 
 def test_lint_reaches_the_findings_with_the_change_to_make(tmp_path):

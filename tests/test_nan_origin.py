@@ -10,6 +10,7 @@ import tensorflow as tf
 from conftest import diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
+from tb_trainhealth.contract.events import NanOriginEvent
 from tb_trainhealth.findings import Severity
 
 rng = np.random.default_rng(0)
@@ -59,10 +60,10 @@ def fit(tmp_path, model, loss="mse", x=X, y=Y, epochs=2):
 @pytest.mark.parametrize("build", [log_model, functional_log_model], ids=["sequential", "functional"])
 def test_nan_from_log_of_zero_names_the_layer_the_op_and_its_fix(tmp_path, build):
     run, findings = fit(tmp_path, build(safe=False))
-    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
-    assert origin["where"] == "forward" and origin["layer"] == "log_features" and origin["op"] == "Log"
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin.where == "forward" and origin.layer == "log_features" and origin.op == "Log"
     (finding,) = [f for f in findings if f.code == "nonfinite"]
-    assert finding.severity == Severity.CRITICAL and finding.step == 1 == origin["step"]
+    assert finding.severity == Severity.CRITICAL and finding.step == 1 == origin.step
     assert finding.evidence.layer == "log_features" and "starts in layer log_features (Log)" in finding.title
     assert "tf.math.log(tf.maximum(x, 1e-7))" in finding.fixes[0].code
     # later hits are counted per layer: every step of the 2 epochs has NaN gradients from step 1 on
@@ -72,7 +73,7 @@ def test_nan_from_log_of_zero_names_the_layer_the_op_and_its_fix(tmp_path, build
 
 def test_healthy_twin_log1p_is_quiet(tmp_path):
     run, findings = fit(tmp_path, log_model(safe=True))
-    assert not [e for e in run.events if e["kind"] in ("nan_origin", "nonfinite")]
+    assert not [e for e in run.events if e.kind in ("nan_origin", "nonfinite")]
     assert not [f for f in findings if f.severity >= Severity.WARNING]
 
 
@@ -82,8 +83,8 @@ def test_nan_from_a_custom_loss_is_placed_in_the_loss(tmp_path):
 
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
     run, findings = fit(tmp_path, model, loss=log_loss)
-    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
-    assert origin["where"] == "loss" and origin["op"] == "Log"
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin.where == "loss" and origin.op == "Log"
     (finding,) = [f for f in findings if f.code == "nonfinite"]
     assert "starts in the loss (Log)" in finding.title and "log" in finding.fixes[0].text
 
@@ -108,11 +109,11 @@ def test_nan_that_enters_through_the_gradients_is_placed_in_them_not_in_a_forwar
     x = X.copy()
     x[5] = 0.0  # an all-zero row in the first batch
     run, findings = fit(tmp_path, model, x=x)
-    first = {e["where"]: e for e in run.events if e["kind"] == "nonfinite"}
-    assert first["gradients"]["step"] == 1 and first["gradients"]["layers"] == ["features"]
-    assert first["loss"]["step"] == 2  # the update of step 1 wrote the NaN into the weights
-    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
-    assert origin == {"kind": "nan_origin", "step": 2, "where": "weights", "layers": ["features"]}
+    first = {e.where: e for e in run.events if e.kind == "nonfinite"}
+    assert first["gradients"].step == 1 and first["gradients"].layers == ("features",)
+    assert first["loss"].step == 2  # the update of step 1 wrote the NaN into the weights
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin == NanOriginEvent(step=2, where="weights", layers=("features",))
     (finding,) = [f for f in findings if f.code == "nonfinite"]
     assert finding.step == 1 and "starts in" not in finding.title  # no forward op to blame
     assert "an earlier step's gradients brought the NaN in" in finding.detail
@@ -124,8 +125,8 @@ def test_nan_in_the_data_is_placed_in_the_batch_with_its_position(tmp_path):
     run, findings = fit(
         tmp_path, keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)]), x=x
     )
-    (origin,) = [e for e in run.events if e["kind"] == "nan_origin"]
-    assert origin == {"kind": "nan_origin", "step": 4, "where": "input", "count": 1, "position": [7, 5]}
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin == NanOriginEvent(step=4, where="input", count=1, position=(7, 5))
     (finding,) = [f for f in findings if f.code == "nonfinite"]
     assert finding.step == 4 and "input batch holds NaN/Inf" in finding.title
     assert "np.isfinite(x_train)" in finding.fixes[0].code
@@ -136,8 +137,8 @@ def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
     model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True)
     model.fit(X, Y, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "xla"))])
     run = read_logdir(str(tmp_path))["xla"]
-    assert not [e for e in run.events if e["kind"] == "nan_origin"]  # no host callback inside XLA
-    assert [e for e in run.events if e["kind"] == "nonfinite"]  # the NaN itself is still found
+    assert not [e for e in run.events if e.kind == "nan_origin"]  # no host callback inside XLA
+    assert [e for e in run.events if e.kind == "nonfinite"]  # the NaN itself is still found
 
 
 def test_replay_leaves_batchnorm_statistics_and_dropout_seeds_as_they_were():

@@ -102,9 +102,9 @@ def test_diagnoses_are_cached_until_a_run_has_new_data(scenario_logdir, monkeypa
     reads = []
     original = SignalReader.read
 
-    def counting_read(self, group):
+    def counting_read(self, group, *args):
         reads.append(group.name)
-        return original(self, group)
+        return original(self, group, *args)
 
     monkeypatch.setattr(SignalReader, "read", counting_read)
     client = client_for(scenario_logdir)
@@ -127,9 +127,9 @@ def test_a_slow_first_look_answers_in_time_and_finishes_in_the_background(
 
     original = SignalReader.read
 
-    def slow_read(self, group):
+    def slow_read(self, group, *args):
         time.sleep(0.3)
-        return original(self, group)
+        return original(self, group, *args)
 
     monkeypatch.setattr(SignalReader, "read", slow_read)
     monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
@@ -149,6 +149,74 @@ def test_a_slow_first_look_answers_in_time_and_finishes_in_the_background(
         assert statuses == sorted(statuses, key=["critical", "warning", "ok", "pending"].index)
         time.sleep(0.2)
     assert {r["run"]: r["status"] for r in runs} == expected
+
+
+class RecordingProvider:
+    """Wraps a data provider; records, per call, who asked (the request context's `who` flag)."""
+
+    def __init__(self, inner, fail_with=None):
+        self._inner, self._fail_with = inner, fail_with
+        self.calls: list[tuple[str, object]] = []
+
+    def __getattr__(self, name):
+        method = getattr(self._inner, name)
+
+        def recorded(ctx, **kwargs):
+            self.calls.append((name, ctx.client_feature_flags.get("who")))
+            if self._fail_with is not None:
+                raise self._fail_with
+            return method(ctx, **kwargs)
+
+        return recorded
+
+
+def recording_client(logdir: str, fail_with=None) -> tuple[werkzeug_test.Client, RecordingProvider]:
+    provider = open_logdir(logdir)
+    recording = RecordingProvider(provider, fail_with)
+    plugin = health_plugin.HealthPlugin(base_plugin.TBContext(logdir=logdir, data_provider=recording))
+    app = application.TensorBoardWSGI([plugin], data_provider=provider)
+    return werkzeug_test.Client(app, wrappers.Response), recording
+
+
+def get_as(client, path: str, who: str):
+    response = client.get(PREFIX + path, headers={"X-TensorBoard-Feature-Flags": json.dumps({"who": who})})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    return json.loads(response.get_data(as_text=True))
+
+
+def test_every_request_reads_with_its_own_request_context(scenario_logdir, monkeypatch):
+    """Like TensorBoard's own plugins: the data provider sees the context (auth, feature flags)
+    of the request being served, not the first request's; background diagnoses that a request
+    starts read with that request's context."""
+    from tb_trainhealth.plugin import diagnosis_cache
+
+    monkeypatch.setattr(health_plugin, "LISTING_TTL_SECONDS", 0.0)  # list on every request
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 600.0)  # /runs waits for its background reads
+    client, recording = recording_client(scenario_logdir)
+
+    get_as(client, "/findings?run=nan_input", "first")
+    assert {who for _, who in recording.calls} == {"first"}
+    assert any(name.startswith("read_") for name, _ in recording.calls)
+
+    recording.calls.clear()
+    get_as(client, "/findings?run=healthy_cnn", "second")  # a run not read yet: read now
+    assert {name for name, _ in recording.calls} >= {"list_scalars", "read_scalars"}
+    assert {who for _, who in recording.calls} == {"second"}
+
+    recording.calls.clear()
+    runs = get_as(client, "/runs", "third")["runs"]  # the other runs: read on the pool's threads
+    assert "pending" not in {r["status"] for r in runs}
+    assert any(name.startswith("read_") for name, _ in recording.calls)
+    assert {who for _, who in recording.calls} == {"third"}
+
+
+@pytest.mark.parametrize("path", ["/runs", "/findings?run=nan_input"])
+def test_a_data_provider_error_is_answered_with_its_code_as_json(scenario_logdir, path):
+    from tensorboard import errors
+
+    client, _ = recording_client(scenario_logdir, fail_with=errors.PermissionDeniedError("not yours"))
+    payload = get_json(client, path, 403)
+    assert "not yours" in payload["error"]
 
 
 def test_loader_keeps_every_record_unless_the_user_says_otherwise():

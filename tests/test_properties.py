@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tb_trainhealth import engine
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.run_info import LayerInfo
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.signals import Layer, LayerSeries, RunSignals, Series
+from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
 values = st.floats(allow_nan=True, allow_infinity=True, width=32) | st.sampled_from([0.0, 1e-30, 1e30, -1.0])
 series_values = st.lists(values, min_size=0, max_size=300)
@@ -40,7 +41,7 @@ def test_engine_never_raises_and_findings_are_well_formed(loss, grad, train, val
             sig.EPOCH_LOSS: as_series(train, gap),
             sig.EPOCH_VAL_LOSS: as_series(val, gap),
         },
-        layers=[Layer("a", 10), Layer("b", 10), Layer("c", 100)],
+        layers=[LayerInfo("a", 10), LayerInfo("b", 10), LayerInfo("c", 100)],
         layer_series={sig.LAYER_GRAD_NORM: LayerSeries.of(np.arange(len(layer_rows)), layer_rows, 3)}
         if layer_rows
         else {},

@@ -6,14 +6,16 @@ import numpy as np
 import pytest
 
 from tb_trainhealth import engine
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import parse_event
+from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.rules import ALL_RULES
+from tb_trainhealth.rules import RULES
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
 from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
-from tb_trainhealth.signals import Layer, LayerSeries, RunSignals, Series
+from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
 RNG = np.random.default_rng(0)
 
@@ -95,7 +97,7 @@ def test_growing_but_healthy_gradient_norm_is_quiet():
 
 
 def layered(first_rms: float, last_rms: float, n: int = 200) -> RunSignals:
-    layers = [Layer("dense", 100), Layer("dense_1", 100), Layer("dense_2", 400)]
+    layers = [LayerInfo("dense", 100), LayerInfo("dense_1", 100), LayerInfo("dense_2", 400)]
     values = np.tile([first_rms * 10, 0.01, last_rms * 20], (n, 1))
     return RunSignals("r", layers=layers, layer_series={sig.LAYER_GRAD_NORM: LayerSeries(np.arange(1, n + 1), values)})
 
@@ -109,7 +111,9 @@ def test_vanishing_gradients_from_layer_ratio():
 
 
 def test_nonfinite_from_events_and_from_plain_loss_series():
-    run = RunSignals("r", events=[{"kind": "nonfinite", "where": "gradients", "step": 42, "layers": ["conv"]}])
+    run = RunSignals(
+        "r", events=[parse_event({"kind": "nonfinite", "where": "gradients", "step": 42, "layers": ["conv"]})]
+    )
     (finding,) = check_nonfinite(run)
     assert finding.step == 42 and finding.evidence.layer == "conv" and finding.severity.label == "critical"
     loss = healthy_loss(100)
@@ -127,7 +131,7 @@ def test_rules_after_nan_see_only_data_before_it():
     assert found == {"nonfinite"}
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.__name__)
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
 @pytest.mark.parametrize(
     "values",
     [
@@ -143,7 +147,7 @@ def test_rules_after_nan_see_only_data_before_it():
 )
 def test_rules_never_raise_on_degenerate_series(rule, values):
     run = run_with(loss=values, epoch_loss=values, epoch_val_loss=values, grad_norm=values)
-    rule(run)  # must not raise
+    rule.check(run)  # must not raise
     engine.diagnose(run)
     assert run.errors == []
 
@@ -191,7 +195,7 @@ def test_flat_noisy_validation_loss_is_not_overfitting():
 
 def test_loss_scale_skips_are_info_unless_they_persist():
     steps = np.arange(1, 1001)
-    early = {"kind": "nonfinite", "where": "gradients", "step": 1, "layers": ["dense"]}
+    early = parse_event({"kind": "nonfinite", "where": "gradients", "step": 1, "layers": ["dense"]})
 
     def run_with_skips(skip_steps):
         return RunSignals(
@@ -201,7 +205,7 @@ def test_loss_scale_skips_are_info_unless_they_persist():
                 sig.NONFINITE_COUNT: Series.of(skip_steps, np.ones(len(skip_steps))),
             },
             events=[early],
-            info={"loss_scale": True},
+            info=RunInfo(loss_scale=True),
         )
 
     (calibration,) = check_nonfinite(run_with_skips(np.arange(1, 16)))  # 15 skips while the scale settles
@@ -282,12 +286,15 @@ def test_loss_at_the_constant_baseline_is_a_plateau_naming_it(level, fires):
     loss = np.concatenate([np.linspace(1.5, level, 50), level * np.exp(0.05 * RNG.normal(size=450))])
     run = run_with(loss=loss)
     run.events.append(
-        {
-            "kind": "lint",
-            "check": "label_statistics",
-            "loss": "sparse_categorical_crossentropy",
-            "class_counts": [100, 100, 100],
-        }
+        parse_event(
+            {
+                "kind": "lint",
+                "step": 0,
+                "check": "label_statistics",
+                "loss": "sparse_categorical_crossentropy",
+                "class_counts": [100, 100, 100],
+            }
+        )
     )
     found = [f for f in check_loss_plateau(run) if "baseline" in f.title]
     assert bool(found) == fires
@@ -303,8 +310,8 @@ def test_constant_baseline_must_hold_for_epochs_before_it_is_called(epochs, fire
     run = run_with(loss=loss)
     ends = np.arange(1, epochs + 1) * steps_per_epoch
     run.series[sig.EPOCH_LOSS] = Series.of(ends, loss[ends - 1])
-    run.events.append({"kind": "lint", "check": "label_statistics", "loss": "sparse_categorical_crossentropy",
-                       "class_counts": [100, 100, 100]})  # fmt: skip
+    run.events.append(parse_event({"kind": "lint", "step": 0, "check": "label_statistics",
+                                   "loss": "sparse_categorical_crossentropy", "class_counts": [100, 100, 100]}))  # fmt: skip
     assert bool([f for f in check_loss_plateau(run) if "baseline" in f.title]) == fires
 
 
@@ -312,10 +319,10 @@ def test_negative_cross_entropy_is_a_label_problem():
     from tb_trainhealth.rules.training_data import check_label_problem
 
     run = run_with(loss=np.linspace(0.7, -0.4, 100))
-    run.info["loss"] = "binary_crossentropy"
+    run.info = RunInfo(loss="binary_crossentropy")
     (finding,) = check_label_problem(run)
     assert finding.code == "label_problem" and finding.severity == Severity.CRITICAL and "negative" in finding.title
-    run.info["loss"] = "mean_squared_error"  # not a cross-entropy: a negative value is no claim here
+    run.info = RunInfo(loss="mean_squared_error")  # not a cross-entropy: a negative value is no claim here
     assert check_label_problem(run) == []
 
 
@@ -348,11 +355,20 @@ def test_plateau_with_tiny_updates_puts_the_learning_rate_first():
     assert finding.fixes[0].text.startswith("Raise the learning rate: each step moves the weights by only 3.0e-07")
 
 
-def test_lint_events_with_unhashable_checks_do_not_break_rules():
-    run = run_with(loss=healthy_loss())
-    run.events += [
-        {"kind": "lint", "check": ["x"]},
-        {"kind": "lint", "check": {"a": 1}},
-        {"kind": "pipeline_lint", "check": []},
-    ]
-    assert not [e for e in run.errors] and codes(run) == set() and not run.errors
+@pytest.mark.parametrize(
+    ("host_memory_mb", "fires"),
+    [
+        (np.concatenate([np.full(200, 1000.0), np.full(200, 1400.0)]), False),  # one allocation, then flat
+        (np.concatenate([np.full(100, 1000.0), np.full(300, 1400.0)]), False),  # the same, before warm-up ends
+        (np.full(400, 1400.0), False),  # flat from the start
+        (np.linspace(1000.0, 1400.0, 400), True),  # steady climb: a leak
+        (np.round(np.linspace(1000.0, 1400.0, 400) / 16) * 16, True),  # the same in 16 MiB pages (ties)
+    ],
+    ids=["jump-then-flat", "jump-in-warm-up", "flat", "steady-climb", "steady-climb-in-pages"],
+)
+def test_memory_growth_needs_a_steady_climb_not_a_one_off_jump(host_memory_mb, fires):
+    from tb_trainhealth.rules.memory import check_memory_growth
+
+    found = check_memory_growth(run_with(host_memory_mb=host_memory_mb))
+    assert [f.code for f in found] == (["memory_growth"] if fires else [])
+    assert codes(run_with(host_memory_mb=host_memory_mb)) == ({"memory_growth"} if fires else set())

@@ -1,1 +1,1 @@
-"""Write side: everything here imports TensorFlow."""
+"""Write side: the only code that imports TensorFlow or Keras (the read side never does)."""

@@ -16,8 +16,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth.callback.model_lint import REGRESSION_LOSSES, loss_of, output_activation
+from tb_trainhealth.callback.model_lint import loss_of, output_activation
 from tb_trainhealth.callback.submodel import call_submodel
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, REGRESSION_LOSSES, LintCheck, LossKind
 
 LABEL_BATCHES = 20
 # What each last-layer activation can output (None: unbounded on that side).
@@ -98,35 +100,44 @@ def ignore_class_of(model: keras.Model) -> int | None:
 
 
 def check_labels(
-    loss: str, units: int | None, labels: np.ndarray, ignore_class: int | None = None
-) -> list[dict[str, Any]]:
+    loss: LossKind, units: int | None, labels: np.ndarray, ignore_class: int | None = None
+) -> list[LintEvent]:
     """Labels that do not fit the loss (each check as Keras' losses define their targets)."""
     if labels.size == 0 or not np.issubdtype(labels.dtype, np.number):
         return []
-    if ignore_class is not None and loss == "sparse_categorical_crossentropy":
+    if ignore_class is not None and loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY:
         labels = labels[labels != ignore_class]
         if labels.size == 0:
             return []
     low, high = float(np.min(labels)), float(np.max(labels))
-    base = {"loss": loss, "units": units, "label_min": low, "label_max": high, "label_shape": list(labels.shape)}
+
+    def found(check: LintCheck, classes: int | None = None) -> list[LintEvent]:
+        shape = tuple(int(n) for n in labels.shape)
+        return [
+            LintEvent(
+                0, check, loss=loss, units=units, label_min=low, label_max=high, label_shape=shape, classes=classes
+            )
+        ]
+
     one_column = labels.ndim == 1 or labels.shape[-1] == 1
-    if loss == "categorical_crossentropy" and (units or 0) > 1 and one_column and _is_integral(labels):
-        return [{**base, "check": "integer_labels_for_categorical"}]
+    if loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1 and one_column and _is_integral(labels):
+        return found(LintCheck.INTEGER_LABELS_FOR_CATEGORICAL)
     # One-hot rows are as wide as the output; sparse labels of sequences or images also have
     # extra axes, but their last axis is time or width.
-    if loss == "sparse_categorical_crossentropy" and labels.ndim >= 2 and labels.shape[-1] == units:
+    sparse = loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
+    if sparse and labels.ndim >= 2 and labels.shape[-1] == units:
         rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
         if rows_one_hot:
-            return [{**base, "check": "onehot_labels_for_sparse"}]
-    if loss == "sparse_categorical_crossentropy" and units and (high >= units or low < 0):
-        return [{**base, "check": "label_out_of_range"}]
-    if loss == "binary_crossentropy" and (low < 0 or high > 1):
+            return found(LintCheck.ONEHOT_LABELS_FOR_SPARSE)
+    if sparse and units and (high >= units or low < 0):
+        return found(LintCheck.LABEL_OUT_OF_RANGE)
+    if loss == LossKind.BINARY_CROSSENTROPY and (low < 0 or high > 1):
         classes = int(high) + 1 if _is_integral(labels) and low >= 0 else None
-        return [{**base, "check": "labels_outside_unit_interval", "classes": classes}]
+        return found(LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL, classes)
     return []
 
 
-def check_output_range(loss: str, activation: str, layer: str, targets: np.ndarray) -> list[dict[str, Any]]:
+def check_output_range(loss: LossKind, activation: str, layer: str, targets: np.ndarray) -> list[LintEvent]:
     """Regression targets the last layer's activation cannot produce."""
     if loss not in REGRESSION_LOSSES or activation not in OUTPUT_RANGES or targets.size == 0:
         return []
@@ -137,15 +148,16 @@ def check_output_range(loss: str, activation: str, layer: str, targets: np.ndarr
     if not (below or above):
         return []
     return [
-        {
-            "check": "targets_out_of_output_range",
-            "loss": loss,
-            "layer": layer,
-            "activation": activation,
-            "output_range": [low, high],
-            "label_min": target_low,
-            "label_max": target_high,
-        }
+        LintEvent(
+            0,
+            LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
+            loss=loss,
+            layer=layer,
+            activation=activation,
+            output_range=(low, high),
+            label_min=target_low,
+            label_max=target_high,
+        )
     ]
 
 
@@ -173,7 +185,7 @@ def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
         return None
 
 
-def check_input_scale(model: keras.Model, inputs: Any) -> list[dict[str, Any]]:
+def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
     """Float inputs to the first weighted layer far from unit scale (after whatever
     Rescaling, Lambda or arithmetic the model applies first)."""
     values = first_layer_input(model, inputs)
@@ -183,17 +195,18 @@ def check_input_scale(model: keras.Model, inputs: Any) -> list[dict[str, Any]]:
     if finite.size == 0:
         return []
     if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
-        return [{"check": "constant_input", "input_value": float(finite[0])}]
+        return [LintEvent(0, LintCheck.CONSTANT_INPUT, input_value=float(finite[0]))]
     scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
     if scale < UNNORMALIZED_SCALE:
         return []
     return [
-        {
-            "check": "unnormalized_input",
-            "input_rms": scale,
-            "input_min": float(finite.min()),
-            "input_max": float(finite.max()),
-        }
+        LintEvent(
+            0,
+            LintCheck.UNNORMALIZED_INPUT,
+            input_rms=scale,
+            input_min=float(finite.min()),
+            input_max=float(finite.max()),
+        )
     ]
 
 
@@ -215,12 +228,12 @@ class BatchLint:
     def done(self) -> bool:
         return self.batches_seen >= LABEL_BATCHES
 
-    def inspect(self, batch: Any) -> list[dict[str, Any]]:
+    def inspect(self, batch: Any) -> list[LintEvent]:
         """Events for this batch (checks on the first; label statistics after the last sampled one)."""
         self.batches_seen += 1
         inputs, labels = _split(gathered(batch))
         labels = _as_array(labels)
-        events: list[dict[str, Any]] = []
+        events: list[LintEvent] = []
         self._grow_probe_batch(inputs)
         if self.batches_seen == 1:
             events += self._first_batch(_as_array(inputs), labels)
@@ -228,7 +241,7 @@ class BatchLint:
             self._gather(labels)
         if self.batches_seen == LABEL_BATCHES:
             events += self.label_statistics()
-        return [{"kind": "lint", **event} for event in events]
+        return events
 
     def _grow_probe_batch(self, inputs: Any) -> None:
         if self.first_inputs is None:
@@ -242,7 +255,7 @@ class BatchLint:
         except Exception:
             return
 
-    def _first_batch(self, inputs: np.ndarray | None, labels: np.ndarray | None) -> list[dict[str, Any]]:
+    def _first_batch(self, inputs: np.ndarray | None, labels: np.ndarray | None) -> list[LintEvent]:
         events = []
         if inputs is not None:
             events += check_input_scale(self.model, inputs)
@@ -253,10 +266,12 @@ class BatchLint:
         return events
 
     def _gather(self, labels: np.ndarray) -> None:
-        if self.loss in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+        if self.loss in CATEGORICAL_LOSSES:
             if self.ignore_class is not None:
                 labels = labels[labels != self.ignore_class]
-            one_hot = self.loss == "categorical_crossentropy" or (labels.ndim >= 2 and labels.shape[-1] == self.units)
+            one_hot = self.loss == LossKind.CATEGORICAL_CROSSENTROPY or (
+                labels.ndim >= 2 and labels.shape[-1] == self.units
+            )
             if one_hot and labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
                 counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
             elif _is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
@@ -268,44 +283,44 @@ class BatchLint:
             if len(counts) > len(self._class_counts):
                 self._class_counts = np.pad(self._class_counts, (0, len(counts) - len(self._class_counts)))
             self._class_counts[: len(counts)] += counts
-        elif self.loss in REGRESSION_LOSSES or self.loss == "binary_crossentropy":
+        elif self.loss in REGRESSION_LOSSES or self.loss == LossKind.BINARY_CROSSENTROPY:
             values = labels.astype(np.float64).reshape(-1)
             values = values[np.isfinite(values)]
             self._moments += (values.size, values.sum(), np.square(values).sum())
 
-    def label_statistics(self) -> list[dict[str, Any]]:
+    def label_statistics(self) -> list[LintEvent]:
         """Once: class counts (classification) or target mean/variance (regression), and
         `single_class` when nearly every sampled label is one class."""
         if self.loss is None or self._statistics_given or self.batches_seen == 0:
             return []
         self._statistics_given = True
-        stats: dict[str, Any] = {"check": "label_statistics", "loss": self.loss, "units": self.units}
-        stats["batches"] = self.batches_seen
-        events = []
+        base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen}
         if self._class_counts is not None and self._class_counts.sum() > 0:
             counts = self._class_counts
-            stats["class_counts"] = counts.tolist()
+            stats = LintEvent(0, LintCheck.LABEL_STATISTICS, class_counts=tuple(counts.tolist()), **base)
             top = int(np.argmax(counts))
             share = float(counts[top] / counts.sum())
             classes_expected = max(self.units or 0, len(counts))
             if classes_expected > 1 and share >= SINGLE_CLASS_SHARE:
-                events.append(
-                    {
-                        "check": "single_class",
-                        "class": top,
-                        "share": share,
-                        "labels": int(counts.sum()),
-                        "batches": self.batches_seen,
-                    }
+                single = LintEvent(
+                    0,
+                    LintCheck.SINGLE_CLASS,
+                    label_class=top,
+                    share=share,
+                    labels=int(counts.sum()),
+                    batches=self.batches_seen,
                 )
-        elif self._moments[0] > 0:
+                return [stats, single]
+            return [stats]
+        if self._moments[0] > 0:
             count, total, squares = self._moments
             mean = total / count
-            stats.update(count=int(count), mean=float(mean), variance=float(max(squares / count - mean**2, 0.0)))
-        else:
-            return []
-        return [stats, *events]
+            variance = float(max(squares / count - mean**2, 0.0))
+            return [
+                LintEvent(0, LintCheck.LABEL_STATISTICS, count=int(count), mean=float(mean), variance=variance, **base)
+            ]
+        return []
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[LintEvent]:
         """The label statistics of a fit shorter than LABEL_BATCHES batches."""
-        return [{"kind": "lint", **event} for event in self.label_statistics()]
+        return self.label_statistics()

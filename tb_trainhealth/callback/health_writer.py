@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth import schema
+from tb_trainhealth.contract import tags
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ _WRITE_THREAD = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb
 class HealthWriter:
     def __init__(self, log_dir: str):
         self._writer = tf.summary.create_file_writer(log_dir, flush_millis=FLUSH_MILLIS)
-        self._scalar_metadata = schema.scalar_metadata().SerializeToString()
-        self._tensor_metadata = schema.tensor_metadata().SerializeToString()
-        self._record_metadata = schema.record_metadata().SerializeToString()
+        self._scalar_metadata = tags.scalar_metadata().SerializeToString()
+        self._tensor_metadata = tags.tensor_metadata().SerializeToString()
+        self._record_metadata = tags.record_metadata().SerializeToString()
         self._row_writers: dict[tuple[str, ...], Any] = {}
         self._queued: collections.deque[futures.Future] = collections.deque()
         self._traced: set[tuple] = set()
@@ -100,12 +100,10 @@ class HealthWriter:
                     for j, tag in enumerate(sparse_tags):
                         if tf.math.is_finite(sparse[i, j]):
                             tf.summary.write(tag, sparse[i, j], step=step, metadata=scalar_metadata)
-                    tf.summary.write(
-                        schema.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step=step, metadata=tensor_metadata
-                    )
+                    tf.summary.write(tags.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step=step, metadata=tensor_metadata)
                     if weight_rows[i]:
                         tf.summary.write(
-                            schema.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
+                            tags.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
                         )
 
         # Each run's writer needs its own function (the default writer is captured when
@@ -161,7 +159,7 @@ class HealthWriter:
 
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed before this returns."""
-        text = json.dumps(_finite_json(payload), allow_nan=False)
+        text = json.dumps(finite_json(payload), allow_nan=False)
         self._submit(self._write_json_now, tag, step, text)
         self._wait()
 
@@ -186,12 +184,12 @@ def _row_key(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: 
     return dense_tags, sparse_tags, tuple(a.shape[1:] for a in arrays)
 
 
-def _finite_json(value: Any) -> Any:
+def finite_json(value: Any) -> Any:
     """NaN/Inf become null: records must stay strict JSON for every reader."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite_json(v) for k, v in value.items()}
+        return {k: finite_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite_json(v) for v in value]
+        return [finite_json(v) for v in value]
     return value

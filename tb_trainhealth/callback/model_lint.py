@@ -6,42 +6,24 @@ Runs once in `on_train_begin` (no data needed) and returns plain events; the rul
 
 from __future__ import annotations
 
-from typing import Any
-
 import keras
 
-PROBABILISTIC_LOSSES = {
-    "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
-    "categorical_crossentropy": "CategoricalCrossentropy",
-    "binary_crossentropy": "BinaryCrossentropy",
-}
-REGRESSION_LOSSES = {
-    "mean_squared_error": "MeanSquaredError",
-    "mean_absolute_error": "MeanAbsoluteError",
-    "huber": "Huber",
-    "mean_squared_logarithmic_error": "MeanSquaredLogarithmicError",
-    "log_cosh": "LogCosh",
-    "mean_absolute_percentage_error": "MeanAbsolutePercentageError",
-}
-_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error", "msle": "mean_squared_logarithmic_error",
-            "mape": "mean_absolute_percentage_error", "logcosh": "log_cosh", "huber_loss": "huber"}  # fmt: skip
-_LOSS_CLASSES = {v: k for k, v in {**PROBABILISTIC_LOSSES, **REGRESSION_LOSSES}.items()}
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck, LossKind
 
 
-def loss_of(model: keras.Model) -> tuple[str | None, bool | None]:
-    """(canonical loss name, from_logits) for a single built-in cross-entropy or regression
-    loss (from_logits is None for regression losses), else (None, None)."""
+def loss_of(model: keras.Model) -> tuple[LossKind | None, bool | None]:
+    """(loss kind, from_logits) for a single built-in cross-entropy or regression loss
+    (from_logits is None for regression losses), else (None, None)."""
     loss = getattr(model, "loss", None)
     if isinstance(loss, str):
-        name = _ALIASES.get(loss.lower(), loss.lower())
-        if name in PROBABILISTIC_LOSSES:
-            return name, False
-        return (name, None) if name in REGRESSION_LOSSES else (None, None)
+        kind = LossKind.named(loss)
+        return (kind, False if kind.is_probabilistic else None) if kind is not None else (None, None)
     if isinstance(loss, keras.losses.Loss):
-        name = _LOSS_CLASSES.get(type(loss).__name__)
-        if name is None or name in REGRESSION_LOSSES:
-            return name, None
-        return name, bool(loss.get_config().get("from_logits", False))
+        kind = LossKind.of_class(type(loss).__name__)
+        if kind is None or not kind.is_probabilistic:
+            return kind, None
+        return kind, bool(loss.get_config().get("from_logits", False))
     return None, None
 
 
@@ -71,7 +53,7 @@ def output_activation(model: keras.Model) -> tuple[str | None, str | None, int |
 MAX_DROPOUT_RATE = 0.5
 
 
-def lint_layers(model: keras.Model) -> list[dict[str, Any]]:
+def lint_layers(model: keras.Model) -> list[LintEvent]:
     """Well-known layer settings that slow or spoil training (reported as info)."""
     layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
     events = []
@@ -79,37 +61,31 @@ def lint_layers(model: keras.Model) -> list[dict[str, Any]]:
         rate = getattr(layer, "rate", None)
         if not isinstance(layer, keras.layers.Dropout) or not isinstance(rate, (int, float)):
             continue
-        base = {"kind": "lint", "step": 0, "layer": layer.name, "rate": float(rate)}
         if index == len(layers) - 1:
-            events.append({**base, "check": "dropout_after_output"})
+            events.append(LintEvent(0, LintCheck.DROPOUT_AFTER_OUTPUT, layer=layer.name, rate=float(rate)))
         elif rate > MAX_DROPOUT_RATE:
-            events.append({**base, "check": "high_dropout"})
+            events.append(LintEvent(0, LintCheck.HIGH_DROPOUT, layer=layer.name, rate=float(rate)))
     return events
 
 
-def lint_model(model: keras.Model) -> list[dict[str, Any]]:
+def lint_model(model: keras.Model) -> list[LintEvent]:
+    """Does the last layer's activation fit the loss? (step 0: the caller sets the fit's step)"""
     loss, from_logits = loss_of(model)
     activation, layer, units = output_activation(model)
     if loss not in PROBABILISTIC_LOSSES or activation is None:
         return []
-    base = {
-        "kind": "lint",
-        "step": 0,
-        "layer": layer,
-        "activation": activation,
-        "loss": loss,
-        "from_logits": from_logits,
-        "units": units,
-    }
     problems = []
     if activation in ("softmax", "sigmoid") and from_logits:
-        problems.append("probabilities_as_logits")
+        problems.append(LintCheck.PROBABILITIES_AS_LOGITS)
     if activation == "linear" and not from_logits:
-        problems.append("logits_as_probabilities")
+        problems.append(LintCheck.LOGITS_AS_PROBABILITIES)
     if activation == "softmax" and units == 1:
-        problems.append("softmax_single_unit")
-    if activation == "sigmoid" and loss == "categorical_crossentropy" and (units or 0) > 1:
-        problems.append("sigmoid_with_categorical")
+        problems.append(LintCheck.SOFTMAX_SINGLE_UNIT)
+    if activation == "sigmoid" and loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1:
+        problems.append(LintCheck.SIGMOID_WITH_CATEGORICAL)
     if activation == "relu":
-        problems.append("relu_with_cross_entropy")
-    return [{**base, "check": problem} for problem in problems]
+        problems.append(LintCheck.RELU_WITH_CROSS_ENTROPY)
+    return [
+        LintEvent(0, problem, layer=layer, activation=activation, loss=loss, from_logits=from_logits, units=units)
+        for problem in problems
+    ]

@@ -18,6 +18,10 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from tb_trainhealth.contract.events import PipelineLintEvent
+from tb_trainhealth.contract.run_info import InputSource
+from tb_trainhealth.contract.vocab import PipelineCheck
+
 # Above this many bytes held in memory by the pipeline's sources, the lint is skipped:
 # serializing the graph would copy them (time and memory at train start, and protobuf's
 # 2 GiB limit).
@@ -164,31 +168,31 @@ def _last_real_stage(stages: list[Stage]) -> Stage | None:
     return real[-1] if real else None
 
 
-def check_no_prefetch(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_no_prefetch(stages: list[Stage]) -> list[PipelineLintEvent]:
     last = _last_real_stage(stages)
     if last is None or last.op in _PREFETCH:
         return []
-    return [{"check": "no_prefetch", "stage": last.op}]
+    return [PipelineLintEvent(0, PipelineCheck.NO_PREFETCH, stage=last.op)]
 
 
-def check_sequential_map(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_sequential_map(stages: list[Stage]) -> list[PipelineLintEvent]:
     events = []
     for stage in stages:
         method = _SEQUENTIAL_MAP.get(stage.op)
         parallel_one = stage.op in _PARALLEL_MAP and stage.constants and stage.constants[-1] == 1
         if method or parallel_one:
-            events.append({"check": "sequential_map", "stage": stage.op, "method": method or "map"})
+            events.append(PipelineLintEvent(0, PipelineCheck.SEQUENTIAL_MAP, stage=stage.op, method=method or "map"))
     return events
 
 
-def check_cache_after_augmentation(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_cache_after_augmentation(stages: list[Stage]) -> list[PipelineLintEvent]:
     for index, stage in enumerate(stages):
         if stage.op in _CACHE and any(s.op in _ANY_MAP and s.is_random for s in stages[:index]):
-            return [{"check": "cache_after_augmentation", "stage": stage.op}]
+            return [PipelineLintEvent(0, PipelineCheck.CACHE_AFTER_AUGMENTATION, stage=stage.op)]
     return []
 
 
-def check_expensive_map_not_cached(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_expensive_map_not_cached(stages: list[Stage]) -> list[PipelineLintEvent]:
     for index, stage in enumerate(stages):
         cached_later = any(s.op in _CACHE for s in stages[index + 1 :])
         if (
@@ -197,12 +201,12 @@ def check_expensive_map_not_cached(stages: list[Stage]) -> list[dict[str, Any]]:
             and not stage.is_random
             and not cached_later
         ):
-            ops = sorted(stage.function_ops & _EXPENSIVE_OPS)
-            return [{"check": "expensive_map_not_cached", "stage": stage.op, "ops": ops}]
+            ops = tuple(sorted(stage.function_ops & _EXPENSIVE_OPS))
+            return [PipelineLintEvent(0, PipelineCheck.EXPENSIVE_MAP_NOT_CACHED, stage=stage.op, ops=ops)]
     return []
 
 
-def check_shuffle_order(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_shuffle_order(stages: list[Stage]) -> list[PipelineLintEvent]:
     events = []
     first_batch = next((i for i, s in enumerate(stages) if s.op in _BATCH), None)
     shuffled_elements = any(s.op in _SHUFFLE for s in stages[: first_batch or 0])
@@ -210,13 +214,15 @@ def check_shuffle_order(stages: list[Stage]) -> list[dict[str, Any]]:
         if stage.op not in _SHUFFLE:
             continue
         if first_batch is not None and index > first_batch and not shuffled_elements:
-            events.append({"check": "shuffle_after_batch", "stage": stage.op})
+            events.append(PipelineLintEvent(0, PipelineCheck.SHUFFLE_AFTER_BATCH, stage=stage.op))
             continue
         elements = _elements_before(stages, index)
         buffer_size = stage.constants[0] if stage.constants else None
         if elements and isinstance(buffer_size, int) and 0 < buffer_size < SMALL_SHUFFLE_FRACTION * elements:
             events.append(
-                {"check": "small_shuffle_buffer", "stage": stage.op, "buffer_size": buffer_size, "elements": elements}
+                PipelineLintEvent(
+                    0, PipelineCheck.SMALL_SHUFFLE_BUFFER, stage=stage.op, buffer_size=buffer_size, elements=elements
+                )
             )
     return events
 
@@ -231,13 +237,13 @@ def _elements_before(stages: list[Stage], index: int) -> int | None:
     return None
 
 
-def check_per_element_map(stages: list[Stage]) -> list[dict[str, Any]]:
+def check_per_element_map(stages: list[Stage]) -> list[PipelineLintEvent]:
     first_batch = next((i for i, s in enumerate(stages) if s.op in _BATCH), None)
     if first_batch is None:
         return []
     for stage in stages[:first_batch]:
         if stage.op in _ANY_MAP and stage.function_ops and stage.function_ops <= _VECTORIZABLE_OPS:
-            return [{"check": "per_element_map", "stage": stage.op}]
+            return [PipelineLintEvent(0, PipelineCheck.PER_ELEMENT_MAP, stage=stage.op)]
     return []
 
 
@@ -268,11 +274,11 @@ def in_memory_bytes(dataset: tf.data.Dataset) -> int:
     return total
 
 
-def lint_dataset(dataset: tf.data.Dataset) -> list[dict[str, Any]]:
+def lint_dataset(dataset: tf.data.Dataset) -> list[PipelineLintEvent]:
     if in_memory_bytes(dataset) > MAX_LINTED_BYTES:
         return []
     stages = pipeline_stages(dataset)
-    return [{"kind": "pipeline_lint", "step": 0, **event} for check in CHECKS for event in check(stages)]
+    return [event for check in CHECKS for event in check(stages)]
 
 
 # -- which data is this fit() training on? -------------------------------------------------
@@ -308,15 +314,14 @@ def training_data_adapter(max_depth: int = 12) -> Any | None:
         del frame
 
 
-def describe_input(adapter: Any) -> dict[str, Any]:
+def describe_input(adapter: Any) -> InputSource:
     """Input type (and PyDataset worker settings) for run_info and the input_bound fixes."""
     kind = _INPUT_TYPES.get(type(adapter).__name__, type(adapter).__name__)
-    described: dict[str, Any] = {"type": kind}
     py_dataset = getattr(adapter, "py_dataset", None)
-    if py_dataset is not None:
-        described["workers"] = int(getattr(py_dataset, "workers", 1) or 0)
-        described["use_multiprocessing"] = bool(getattr(py_dataset, "use_multiprocessing", False))
-    return described
+    if py_dataset is None:
+        return InputSource(kind)
+    workers = int(getattr(py_dataset, "workers", 1) or 0)
+    return InputSource(kind, workers, bool(getattr(py_dataset, "use_multiprocessing", False)))
 
 
 def user_dataset(adapter: Any) -> tf.data.Dataset | None:

@@ -8,10 +8,11 @@ standard `train_step` (and most custom ones) call:
 - `apply(grads, variables)`: sees the gradients actually applied.
 
 Inside the compiled step the wrapper reduces gradients and weights to one small
-row (loss, global norm, lr, per-layer norms, non-finite counts) and writes it
-into a ring buffer of variables. No extra forward/backward pass, no summary op
-inside the (possibly XLA-compiled) step; the callback reads the buffer every few
-steps and writes summaries outside it.
+row (loss, global norm, lr, per-layer norms, non-finite counts; layout in
+`row_layout`) and writes it into a ring buffer of variables. No extra
+forward/backward pass, no summary op inside the (possibly XLA-compiled) step; the
+callback reads the buffer every few steps and writes summaries outside it. The
+first-NaN replay (`nan_replay`) is called from the same wrappers.
 
 Under a distribution strategy `apply` runs once per replica on that replica's
 gradients; Keras all-reduces them inside it (`_all_reduce_sum_gradients`). The
@@ -23,31 +24,39 @@ all-reduce carries the global loss and which replicas had non-finite gradients.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth.callback.nan_origin import batch_origin, finite_scalar, is_plain_batch, localize
+from tb_trainhealth.callback.nan_replay import NanReplay
+from tb_trainhealth.callback.row_layout import (
+    NOT_SAMPLED,
+    UPDATE_EVERY,
+    WEIGHT_NORM_EVERY,
+    LayerLayout,
+    Rows,
+    row_width,
+)
+
+if TYPE_CHECKING:
+    import keras
 
 logger = logging.getLogger(__name__)
 
-# Row layout: fixed columns, then four blocks of one value per layer.
-COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE, COL_NONFINITE_REPLICAS, COL_LOSS_SCALE = range(6)
-FIXED_COLUMNS = 6
-# Per-layer weight norms change slowly: taken on the first step of a fit and every
-# this-many-th step only (one reduction per variable: 3.5% of a 1 ms step if taken on every
-# step); NOT_SAMPLED on the other rows.
-WEIGHT_NORM_EVERY = 10
-NOT_SAMPLED = -1.0
-# The update norm ||w_after - w_before|| needs a copy of the weights before the update:
-# taken on every this-many-th step only (the copy lives for the length of one update).
-UPDATE_EVERY = 20  # a multiple of WEIGHT_NORM_EVERY: the ratio needs both norms
-# ...and only for models up to this many parameters (a 200 MB float32 copy): beyond, the
-# copy could tip a model that fits memory into OOM, so the update ratio is not measured.
+# The update norm's copy of the weights is taken only for models up to this many parameters
+# (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
+# the update ratio is not measured.
 MAX_SNAPSHOT_PARAMS = 50_000_000
+
+Apply = Callable[..., Any]  # the optimizer's own `apply(grads, trainable_variables=None)`
+
+
+def _probe_failed() -> None:
+    """Never break the user's step: if tracing the probe fails, lose the probe, not the training."""
+    logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
 
 
 def _replica_id() -> int:
@@ -74,22 +83,6 @@ def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
     return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
 
 
-def _after(tokens: list[tf.Tensor], grads: list) -> list:
-    """The tensors, made to wait for `tokens` (identity ops: no copies)."""
-    if not tokens:
-        return grads
-
-    def wait(grad):
-        if grad is None:
-            return None
-        with tf.control_dependencies(tokens):
-            if isinstance(grad, tf.IndexedSlices):
-                return tf.IndexedSlices(tf.identity(grad.values), grad.indices, grad.dense_shape)
-            return tf.identity(grad)
-
-    return [wait(grad) for grad in grads]
-
-
 def _layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
     """Per-layer sum of squares of (layer index, tensor) pairs, as one vector.
 
@@ -102,92 +95,22 @@ def _layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tens
 
 
 @dataclasses.dataclass(frozen=True)
-class LayerLayout:
-    names: list[str]
-    num_params: list[int]
-    var_to_layer: dict[str, int]  # variable path -> layer index
-
-    @classmethod
-    def of(cls, model) -> LayerLayout:
-        names: list[str] = []
-        sizes: list[int] = []
-        var_to_layer: dict[str, int] = {}
-        prefix = model.name + "/"
-        for variable in model.trainable_variables:
-            path = variable.path
-            layer = path.rsplit("/", 1)[0] if "/" in path else path
-            layer = layer.removeprefix(prefix)
-            if layer not in names:
-                names.append(layer)
-                sizes.append(0)
-            index = names.index(layer)
-            var_to_layer[path] = index
-            sizes[index] += int(np.prod(variable.shape))
-        return cls(names, sizes, var_to_layer)
-
-
-@dataclasses.dataclass(frozen=True)
 class GradientStats:
     layer_sumsq: tf.Tensor  # per layer, unscaled
     total_sumsq: tf.Tensor
     values: list[tuple[int, tf.Tensor]]  # (layer index, dense gradient values)
 
 
-@dataclasses.dataclass
-class Rows:
-    """Rows read back from the buffer, for steps `steps` (1-based optimizer steps)."""
-
-    steps: np.ndarray
-    values: np.ndarray  # (n, width)
-    num_layers: int
-
-    def column(self, index: int) -> np.ndarray:
-        return self.values[:, index]
-
-    def block(self, block: int) -> np.ndarray:
-        start = FIXED_COLUMNS + block * self.num_layers
-        return self.values[:, start : start + self.num_layers]
-
-    @property
-    def layer_grad_norm(self) -> np.ndarray:
-        return self.block(0)
-
-    @property
-    def layer_grad_nonfinite(self) -> np.ndarray:
-        return self.block(1)
-
-    @property
-    def layer_weight_norm(self) -> np.ndarray:
-        """||w|| per layer after the update on sampled steps (WEIGHT_NORM_EVERY), NOT_SAMPLED on the others."""
-        return self.block(2)
-
-    @property
-    def weight_rows(self) -> np.ndarray:
-        """Rows that hold weight norms."""
-        return (self.layer_weight_norm != NOT_SAMPLED).any(axis=1)
-
-    @property
-    def layer_update_norm(self) -> np.ndarray:
-        """||w_after - w_before|| per layer on sampled steps (UPDATE_EVERY), NaN on the others."""
-        return self.block(3)
-
-
 class StepProbe:
     """Installs the optimizer wrappers and owns the ring buffer they write."""
 
-    def __init__(self, model, capacity: int, localize_nan: bool = True):
+    def __init__(self, model: keras.Model, capacity: int, localize_nan: bool = True) -> None:
         self.model = model
-        # Replaying a batch needs a host callback inside the step: not under XLA or a
-        # distribution strategy.
         # (fit() calls callbacks outside the strategy's scope: ask the model, not the context.)
-        replicas = getattr(model.distribute_strategy, "num_replicas_in_sync", 1)
-        self.localize_nan = localize_nan and not model.jit_compile and replicas == 1
-        self.replicas = int(replicas)
+        self.replicas = int(getattr(model.distribute_strategy, "num_replicas_in_sync", 1))
         # Per replica, while tracing its step: what goes into the all-reduce, what comes out.
         self._to_share: dict[int, tf.Tensor] = {}
         self._reduced: dict[int, tuple[GradientStats, tf.Tensor | None]] = {}
-        self.nan_origins: list[dict[str, Any]] = []
-        self._data: Any = None
         self.optimizer = model.optimizer
         self.layout = LayerLayout.of(model)
         # Keras hands the all-reduce its backend (tf) variables: map those to layers too.
@@ -195,7 +118,7 @@ class StepProbe:
             id(getattr(v, "_value", v)): self.layout.var_to_layer[v.path] for v in model.trainable_variables
         }
         self.capacity = capacity
-        self.width = FIXED_COLUMNS + 4 * len(self.layout.names)
+        self.width = row_width(len(self.layout.names))
         self.loss_captured = False
         self._loss = None
         self._read = 0  # rows consumed so far
@@ -203,75 +126,27 @@ class StepProbe:
         with tf.init_scope():
             self.buffer = tf.Variable(tf.zeros([capacity, self.width]), trainable=False, name="trainhealth_rows")
             self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_count")
-            self.localized = tf.Variable(False, trainable=False, name="trainhealth_nan_localized")
-            self.batch_checked = tf.Variable(False, trainable=False, name="trainhealth_batch_checked")
+        # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
+        replayable = localize_nan and not model.jit_compile and self.replicas == 1
+        self._nan = NanReplay(model, self.count, enabled=replayable, check_batch=not self.uses_loss_scale)
         self._installed = False
+
+    @property
+    def nan_origins(self) -> list[dict[str, Any]]:
+        """Origins of non-finite values found by the replay, each with its "row"; the reader clears it."""
+        return self._nan.origins
+
+    @property
+    def uses_loss_scale(self) -> bool:
+        return hasattr(self.optimizer, "inner_optimizer")
 
     # -- installing ---------------------------------------------------------------
     def install(self) -> None:
-        optimizer = self.optimizer
-        original_scale_loss, original_apply = optimizer.scale_loss, optimizer.apply
-
-        def scale_loss(loss):
-            self._loss = loss
-            return original_scale_loss(loss)
-
-        def apply(grads, trainable_variables=None):
-            grads = list(grads)
-            scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
-            variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
-            if self.replicas > 1:
-                return self._apply_replicated(original_apply, grads, trainable_variables, variables, scale)
-            # Never break the user's step: if tracing the probe fails, lose the probe, not the training.
-            try:
-                gradients = self._gradient_stats(grads, variables, scale)
-                # The update waits for the (rarely firing) NaN replay through its gradients, not
-                # through a control_dependencies block: the optimizer may create its variables there.
-                waiting = _after(self._nan_trigger(), grads)
-                before = self._weights_before(self._due(UPDATE_EVERY), variables)
-            except Exception:
-                logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
-                return original_apply(grads, trainable_variables)
-            result = original_apply(waiting, trainable_variables)
-            try:
-                self._check_batch_once(gradients.total_sumsq)
-                self._record(gradients, self._weight_and_update_norms(variables, before), scale=scale)
-            except Exception:
-                logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
-            return result
-
-        object.__setattr__(optimizer, "scale_loss", scale_loss)
-        object.__setattr__(optimizer, "apply", apply)
+        self._wrap_optimizer()
         if self.replicas > 1:
-            updater = self._updater
-            original_all_reduce = updater._all_reduce_sum_gradients
-
-            def all_reduce_sum_gradients(grads_and_vars):
-                pairs = list(grads_and_vars)
-                replica = _replica_id()
-                # Our small vector (loss, non-finite flags) rides in Keras' own all-reduce call.
-                extra = self._to_share.pop(replica, None)
-                riding = extra is not None and any(grad is not None for grad, _ in pairs)
-                reduced = original_all_reduce([*pairs, (extra, None)] if riding else pairs)
-                shared = None
-                if riding:
-                    reduced, shared = list(reduced[:-1]), reduced[-1][0]
-                try:  # the gradients actually applied: norms of these
-                    layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
-                    self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, tf.ones([])), shared)
-                except Exception:
-                    logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
-                return reduced
-
-            object.__setattr__(updater, "_all_reduce_sum_gradients", all_reduce_sum_gradients)
-        if self.localize_nan:
-            original_train_step = self.model.train_step
-
-            def train_step(data):
-                self._data = data  # the batch, for the replay on a first NaN (same trace)
-                return original_train_step(data)
-
-            object.__setattr__(self.model, "train_step", train_step)
+            self._wrap_all_reduce()
+        if self._nan.enabled:
+            self._wrap_train_step()
         self._installed = True
         # The train function may already be traced (an earlier fit): retrace with the wrappers.
         self.model.make_train_function(force=True)
@@ -287,24 +162,76 @@ class StepProbe:
         # Rebuild (traced lazily on its next call) without the wrappers: also valid mid-fit.
         self.model.make_train_function(force=True)
 
-    # -- inside the step ----------------------------------------------------------
+    def _wrap_optimizer(self) -> None:
+        optimizer = self.optimizer
+        original_scale_loss, original_apply = optimizer.scale_loss, optimizer.apply
+
+        def scale_loss(loss):
+            self._loss = loss
+            return original_scale_loss(loss)
+
+        def apply(grads, trainable_variables=None):
+            grads = list(grads)
+            scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
+            variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            on_replica = self._apply_replicated if self.replicas > 1 else self._apply_single
+            return on_replica(original_apply, grads, trainable_variables, variables, scale)
+
+        object.__setattr__(optimizer, "scale_loss", scale_loss)
+        object.__setattr__(optimizer, "apply", apply)
+
+    def _wrap_all_reduce(self) -> None:
+        original_all_reduce = self._updater._all_reduce_sum_gradients
+
+        def all_reduce_sum_gradients(grads_and_vars):
+            return self._all_reduce(original_all_reduce, list(grads_and_vars))
+
+        object.__setattr__(self._updater, "_all_reduce_sum_gradients", all_reduce_sum_gradients)
+
+    def _wrap_train_step(self) -> None:
+        original_train_step = self.model.train_step
+
+        def train_step(data):
+            self._nan.data = data  # the batch, for the replay on a first NaN (same trace)
+            return original_train_step(data)
+
+        object.__setattr__(self.model, "train_step", train_step)
+
     @property
-    def _updater(self):
+    def _updater(self) -> keras.optimizers.Optimizer:
         """The optimizer that all-reduces and applies (a LossScaleOptimizer delegates to its inner one)."""
         return getattr(self.optimizer, "inner_optimizer", self.optimizer)
 
-    def _apply_replicated(self, original_apply, grads: list, trainable_variables, variables: list, scale) -> Any:
+    # -- inside the step ----------------------------------------------------------
+    def _apply_single(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
+        """`apply` without a distribution strategy: the row from the gradients it is handed."""
+        try:
+            gradients = self._gradient_stats(grads, variables, scale)
+            waiting = self._nan.hold(self._loss, grads)
+            before = self._weights_before(self._due(UPDATE_EVERY), variables)
+        except Exception:
+            _probe_failed()
+            return original_apply(grads, trainable_variables)
+        result = original_apply(waiting, trainable_variables)
+        try:
+            self._nan.check_batch_once(self._loss, gradients.total_sumsq)
+            self._record(gradients, self._weight_and_update_norms(variables, before), scale=scale)
+        except Exception:
+            _probe_failed()
+        return result
+
+    def _apply_replicated(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
         """`apply` on one replica of a distribution strategy (see the module docstring)."""
         replica = _replica_id()
         try:
-            loss = tf.zeros([]) if self._loss is None else tf.cast(tf.reshape(self._loss, []), tf.float32)
+            loss = tf.zeros([]) if self._loss is None else self._loss_scalar()
             nonfinite = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
             # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
             self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
             recording = replica == 0
             before = self._weights_before(self._due(UPDATE_EVERY), variables) if recording else []
         except Exception:
-            logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+            _probe_failed()
             return original_apply(grads, trainable_variables)
         result = original_apply(grads, trainable_variables)
         reduced, shared = self._reduced.pop(replica, (None, None))
@@ -317,62 +244,25 @@ class StepProbe:
                 loss = shared[0] if self._loss is not None else None
             self._record(reduced, self._weight_and_update_norms(variables, before), loss, mask, scale)
         except Exception:
-            logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+            _probe_failed()
         return result
 
-    def _nan_trigger(self) -> list[tf.Tensor]:
-        """On the first non-finite loss, replay the batch on the host before the update.
-
-        The loss alone decides, and it is known before backprop starts, so the update never
-        waits for a reduction over all gradients (that wait cost ~2% of a small CNN's step:
-        `bench/step_probe.py`). Gradients that go non-finite under a finite loss are left to
-        `_check_batch_once` and the row's per-layer counts."""
-        if self._loss is None:
-            return []
-        fine = tf.logical_or(finite_scalar(self._loss), self.localized)
-        return self._replay_unless(fine, localize, self.localized)
-
-    def _check_batch_once(self, grad_sumsq: tf.Tensor) -> None:
-        """Non-finite gradients under a finite loss (a fused ReLU can turn a NaN input into 0 on
-        the way forward): look for NaN/Inf in the batch, once. Traced after the update, which it
-        never holds: the batch does not change with the weights. (Under loss scaling,
-        overflowing gradients are routine.)"""
-        if not self.localize_nan or self._loss is None or self.uses_loss_scale:
-            return
-        the_loss_replays = tf.logical_not(finite_scalar(self._loss))
-        fine = tf.reduce_any(
-            tf.stack([tf.math.is_finite(grad_sumsq), the_loss_replays, self.localized, self.batch_checked])
-        )
-        self._replay_unless(fine, batch_origin, self.batch_checked)
-
-    def _replay_unless(self, fine: tf.Tensor, find, flag: tf.Variable) -> list[tf.Tensor]:
-        """Unless `fine`, call `find(model, batch)` on the host and record its origin; set `flag`."""
-        flat = tf.nest.flatten(self._data) if self.localize_nan else []
-        if not is_plain_batch(flat):
-            return []
-        on_host = functools.partial(self._replay, find, self._data)
-
-        def replay():
-            found = tf.py_function(on_host, [self.count, *flat], Tout=tf.bool)
-            marks = [flag.assign(True)]
-            if flag is not self.localized:  # (only reached while nothing is localized yet)
-                marks.append(self.localized.assign(found))
-            with tf.control_dependencies(marks):
-                return tf.constant(True)
-
-        return [tf.cond(fine, lambda: tf.constant(True), replay)]
-
-    def _replay(self, find, structure: Any, count: tf.Tensor, *flat: tf.Tensor) -> bool:
-        """Whether an origin was found (and recorded)."""
-        try:
-            origin = find(self.model, tf.nest.pack_sequence_as(structure, list(flat)))
-        except Exception:  # a failed replay must not fail the step
-            logger.warning("tb-trainhealth: could not replay the first NaN batch", exc_info=True)
-            return False
-        if origin is None:
-            return False
-        self.nan_origins.append({"row": int(count), **origin})
-        return True
+    def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
+        """Keras' all-reduce of one replica's gradients; our small vector (loss, non-finite flags)
+        rides in the same call, and the norms are taken from what comes out."""
+        replica = _replica_id()
+        extra = self._to_share.pop(replica, None)
+        riding = extra is not None and any(grad is not None for grad, _ in pairs)
+        reduced = original_all_reduce([*pairs, (extra, None)] if riding else pairs)
+        shared = None
+        if riding:
+            reduced, shared = list(reduced[:-1]), reduced[-1][0]
+        try:  # the gradients actually applied: norms of these
+            layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
+            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, tf.ones([])), shared)
+        except Exception:
+            _probe_failed()
+        return reduced
 
     def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
         """Per-layer squared gradient norms (unscaled), before the update is applied."""
@@ -387,7 +277,7 @@ class StepProbe:
         grad_sumsq = _layer_sumsq(len(self.layout.names), grad_values) / (scale * scale)
         return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
 
-    def _tracked(self, variables: list) -> list[tuple[int, object]]:
+    def _tracked(self, variables: list) -> list[tuple[int, Any]]:
         return [(self.layout.var_to_layer[v.path], v) for v in variables if v.path in self.layout.var_to_layer]
 
     def _weights_before(self, sampled: tf.Tensor, variables: list) -> list[tf.Tensor]:
@@ -447,7 +337,7 @@ class StepProbe:
         `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
         num_layers = len(self.layout.names)
 
-        def count_nonfinite():
+        def count_nonfinite() -> tf.Tensor:
             counts = [tf.zeros([]) for _ in range(num_layers)]
             for index, values in gradients.values:
                 counts[index] += tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(values)), tf.float32))
@@ -457,7 +347,7 @@ class StepProbe:
         total = gradients.total_sumsq
         layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
         if loss is None and self._loss is not None:
-            loss = tf.cast(tf.reshape(self._loss, []), tf.float32)
+            loss = self._loss_scalar()
         self.loss_captured = self.loss_captured or loss is not None
         loss = tf.constant(np.nan, tf.float32) if loss is None else loss
         scale = tf.ones([]) if scale is None else tf.reshape(tf.cast(scale, tf.float32), [])
@@ -475,6 +365,10 @@ class StepProbe:
         self.buffer.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, self.width]))
         self.count.assign_add(1)
 
+    def _loss_scalar(self) -> tf.Tensor:
+        """The batch loss seen by `scale_loss`, as a float32 scalar."""
+        return tf.cast(tf.reshape(self._loss, []), tf.float32)
+
     def _loss_scale(self) -> tf.Tensor:
         """LossScaleOptimizer hands `apply` scaled gradients: report unscaled norms."""
         if not self.uses_loss_scale:
@@ -482,10 +376,6 @@ class StepProbe:
         if getattr(self.optimizer, "built", False):
             return tf.cast(self.optimizer.dynamic_scale, tf.float32)
         return tf.constant(float(self.optimizer.initial_scale))
-
-    @property
-    def uses_loss_scale(self) -> bool:
-        return hasattr(self.optimizer, "inner_optimizer")
 
     # -- on the host --------------------------------------------------------------
     def rows_written(self) -> int:

@@ -4,6 +4,9 @@ A first look at a big logdir (100 runs of 100,000 steps) takes ~20 s to diagnose
 the runs route waits at most ANSWER_WITHIN_SECONDS, answers with what is done, and lets the
 rest finish in the background for the next poll (a run with new data keeps showing its
 previous diagnosis until the new one is ready).
+
+Every read goes through the data provider with the request context (`ctx`) of the request
+that asked for it; a background diagnosis keeps the context of the request that started it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-from tb_trainhealth.reader import Diagnosis, RunGroup, SignalReader
+from tensorboard import context as tb_context
+
+from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
+from tb_trainhealth.reader import RunGroup, SignalReader
 
 WORKERS = 4
 ANSWER_WITHIN_SECONDS = 2.0
@@ -34,14 +40,14 @@ class DiagnosisCache:
         self._cache: dict[str, Diagnosis] = {}
         self._running: dict[str, concurrent.futures.Future] = {}
 
-    def all(self) -> tuple[list[Diagnosis], list[RunGroup]]:
+    def all(self, ctx: tb_context.RequestContext) -> tuple[list[Diagnosis], list[RunGroup]]:
         """(diagnoses, runs not diagnosed yet): the latter are still being read and diagnosed."""
         with self._lock:
-            groups = self._reader.groups()
+            groups = self._reader.groups(ctx)
             names = {g.name for g in groups}
             self._cache = {name: d for name, d in self._cache.items() if name in names}
             self._running = {name: f for name, f in self._running.items() if name in names}
-            futures = [f for f in (self._start(group) for group in groups) if f is not None]
+            futures = [f for f in (self._start(group, ctx) for group in groups) if f is not None]
         concurrent.futures.wait(futures, timeout=ANSWER_WITHIN_SECONDS)
         with self._lock:
             diagnoses, pending = [], []
@@ -53,17 +59,17 @@ class DiagnosisCache:
                     pending.append(group)
             return diagnoses, pending
 
-    def one(self, run: str) -> Diagnosis | None:
+    def one(self, run: str, ctx: tb_context.RequestContext) -> Diagnosis | None:
         """A fresh diagnosis of `run`, computed on the caller's thread if need be."""
         with self._lock:
-            group = next((g for g in self._reader.groups() if g.name == run), None)
+            group = next((g for g in self._reader.groups(ctx) if g.name == run), None)
             if group is None:
                 return None
             self._collect(group)
             fresh = self._fresh(group)
         if fresh is not None:
             return fresh
-        diagnosis = self._reader.diagnose(group)
+        diagnosis = diagnose_run(self._reader, group, ctx)
         with self._lock:
             self._cache[run] = diagnosis
         return diagnosis
@@ -74,7 +80,7 @@ class DiagnosisCache:
             return cached
         return None
 
-    def _start(self, group: RunGroup) -> concurrent.futures.Future | None:
+    def _start(self, group: RunGroup, ctx: tb_context.RequestContext) -> concurrent.futures.Future | None:
         """The background diagnosis of `group` under way, started unless its diagnosis is fresh."""
         running = self._running.get(group.name)
         if running is not None and not running.done():
@@ -82,7 +88,7 @@ class DiagnosisCache:
         self._collect(group)
         if self._fresh(group) is not None:
             return None
-        future = _POOL.submit(self._reader.diagnose, group)
+        future = _POOL.submit(diagnose_run, self._reader, group, ctx)
         self._running[group.name] = future
         return future
 

@@ -1,8 +1,9 @@
 """The "Health" tab: TensorBoard plugin backend.
 
 Reads only through `context.data_provider` (works with the Python ingester and the
-Rust data server). Every route answers JSON; bad parameters get a 400 JSON error,
-unknown runs a 404, never a 500 with a traceback.
+Rust data server), with each request's own request context, as TensorBoard's scalars
+plugin does. Every route answers JSON; bad parameters (`tensorboard.errors.InvalidArgumentError`)
+get a 400 JSON error, unknown runs (`NotFoundError`) a 404, never a 500 with a traceback.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import re
 from typing import Any
 
 import numpy as np
+from tensorboard import errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_trainhealth import schema
+from tb_trainhealth.contract import series, tags
 from tb_trainhealth.findings import STATUS_ORDER
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.reader import SignalReader
@@ -30,25 +32,16 @@ logger = logging.getLogger(__name__)
 MAX_PARAM_LENGTH = 1000
 MAX_POINTS = 2000
 DEFAULT_POINTS = 500
-# Dense series are sampled to this many points per tag when the user did not set
-# --samples_per_plugin; records (events) are always kept in full.
-DEFAULT_SERIES_SAMPLES = 5000
 # Listing every run's tags costs ~0.7 s on 50 runs x 20k steps (Python data path): the
 # routes of one page refresh share a listing for this long (TensorBoard reloads every 5 s).
 LISTING_TTL_SECONDS = 5.0
 MAX_EXPERIMENTS = 16
 
 
-class BadRequest(ValueError):
-    """A malformed query: answered with a 400."""
-
-
-class NotFound(LookupError):
-    """An unknown run: answered with a 404."""
-
-
-def _json_response(request, payload: Any, code: int = 200):
-    return http_util.Respond(request, json.dumps(payload, allow_nan=False), "application/json", code=code)
+def _json_response(request, payload: Any, code: int = 200, headers=None):
+    return http_util.Respond(
+        request, json.dumps(payload, allow_nan=False), "application/json", code=code, headers=headers
+    )
 
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
@@ -82,21 +75,22 @@ PENDING = "pending"
 
 
 class HealthPlugin(base_plugin.TBPlugin):
-    plugin_name = schema.PLUGIN_NAME
+    plugin_name = tags.PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
         self._provider = context.data_provider
         self._caches: dict[str, DiagnosisCache] = {}
 
     def _cache(self, request) -> DiagnosisCache:
+        """The experiment's diagnoses. It keeps no request context: every call into it takes
+        the current request's (`_ctx`), so the data provider always sees who is asking."""
         from tensorboard import plugin_util
 
         experiment = plugin_util.experiment_id(request.environ)
         if experiment not in self._caches:
             if len(self._caches) >= MAX_EXPERIMENTS:  # the id comes from the URL: bound what it can allocate
                 self._caches.pop(next(iter(self._caches)))
-            ctx = plugin_util.context(request.environ)
-            reader = SignalReader(self._provider, experiment, ctx, listing_ttl=LISTING_TTL_SECONDS)
+            reader = SignalReader(self._provider, experiment, listing_ttl=LISTING_TTL_SECONDS)
             self._caches[experiment] = DiagnosisCache(reader)
         return self._caches[experiment]
 
@@ -110,7 +104,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         }
 
     def data_plugin_names(self):
-        return (schema.PLUGIN_NAME, schema.RECORDS_PLUGIN_NAME, "scalars")  # Keras-only runs too
+        return (tags.PLUGIN_NAME, tags.RECORDS_PLUGIN_NAME, "scalars")  # Keras-only runs too
 
     def is_active(self) -> bool:
         return True  # even an empty logdir gets the tab, with the snippet to start
@@ -129,10 +123,8 @@ class HealthPlugin(base_plugin.TBPlugin):
         def route(request):
             try:
                 return _json_response(request, handler(request))
-            except BadRequest as err:
-                return _json_response(request, {"error": str(err)}, 400)
-            except NotFound as err:
-                return _json_response(request, {"error": str(err)}, 404)
+            except errors.PublicError as err:  # InvalidArgumentError 400, NotFoundError 404, provider errors
+                return _json_response(request, {"error": str(err)}, err.http_code, err.headers)
             except Exception:  # the plugin never takes TensorBoard down
                 logger.exception("tb-trainhealth: %s failed", request.path)
                 return _json_response(request, {"error": "internal error; see the TensorBoard log"}, 500)
@@ -142,7 +134,7 @@ class HealthPlugin(base_plugin.TBPlugin):
     def _runs(self, request) -> dict[str, Any]:
         """Every run, worst first; runs still being diagnosed come last as "pending"."""
         _check_params(request, allowed=())
-        diagnoses, pending = self._cache(request).all()
+        diagnoses, pending = self._cache(request).all(_ctx(request))
         runs = []
         for d in diagnoses:
             counts = {label: 0 for label in ("critical", "warning", "info")}
@@ -183,7 +175,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "layers": [layer.name for layer in diagnosis.signals.layers],
             "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
             "findings": [f.to_dict() for f in diagnosis.findings],
-            "events": diagnosis.signals.events,
+            "events": [event.to_json() for event in diagnosis.signals.events],
             "errors": diagnosis.errors,
         }
 
@@ -195,7 +187,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         signals = diagnosis.signals
         unknown = [n for n in names if n not in signals.series and n not in signals.layer_series]
         if unknown:
-            raise BadRequest(f"unknown series for this run: {', '.join(unknown)[:200]}")
+            raise errors.InvalidArgumentError(f"unknown series for this run: {', '.join(unknown)[:200]}")
         out: dict[str, Any] = {"run": diagnosis.group.name, "series": {}, "layers": {}}
         for name in names:
             if name in signals.series:
@@ -217,26 +209,33 @@ class HealthPlugin(base_plugin.TBPlugin):
 
     def _diagnosis(self, request):
         run = _param(request, "run")
-        diagnosis = self._cache(request).one(run)
+        diagnosis = self._cache(request).one(run, _ctx(request))
         if diagnosis is None:
-            raise NotFound(f"no run named {run[:200]!r}")
+            raise errors.NotFoundError(f"no run named {run[:200]!r}")
         return diagnosis
+
+
+def _ctx(request):
+    """This request's context (auth, client feature flags, ...) for the data provider."""
+    from tensorboard import plugin_util
+
+    return plugin_util.context(request.environ)
 
 
 def _check_params(request, allowed: tuple[str, ...]) -> None:
     for key in request.args:
         if key not in allowed and key != "experiment":
-            raise BadRequest(f"unknown query parameter {key[:100]!r}")
+            raise errors.InvalidArgumentError(f"unknown query parameter {key[:100]!r}")
         if len(request.args.getlist(key)) > 1:
-            raise BadRequest(f"query parameter {key[:100]!r} given more than once")
+            raise errors.InvalidArgumentError(f"query parameter {key[:100]!r} given more than once")
 
 
 def _param(request, name: str) -> str:
     value = request.args.get(name)
     if value is None or value == "":
-        raise BadRequest(f"missing query parameter {name!r}")
+        raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     if len(value) > MAX_PARAM_LENGTH or "\x00" in value:
-        raise BadRequest(f"invalid query parameter {name!r}")
+        raise errors.InvalidArgumentError(f"invalid query parameter {name!r}")
     return value
 
 
@@ -245,7 +244,7 @@ def _int_param(request, name: str, default: int, low: int, high: int) -> int:
     if raw is None:
         return default
     if not re.fullmatch(r"[0-9]{1,9}", raw) or not low <= int(raw) <= high:
-        raise BadRequest(f"{name} must be an integer from {low} to {high}")
+        raise errors.InvalidArgumentError(f"{name} must be an integer from {low} to {high}")
     return int(raw)
 
 
@@ -255,8 +254,8 @@ class HealthLoader(base_plugin.TBLoader):
     def fix_flags(self, flags) -> None:
         samples = getattr(flags, "samples_per_plugin", None)
         if isinstance(samples, dict):
-            samples.setdefault(schema.RECORDS_PLUGIN_NAME, 0)
-            samples.setdefault(schema.PLUGIN_NAME, DEFAULT_SERIES_SAMPLES)
+            samples.setdefault(tags.RECORDS_PLUGIN_NAME, 0)
+            samples.setdefault(tags.PLUGIN_NAME, series.MAX_POINTS)  # what the rules see; records in full
 
     def load(self, context):
         return HealthPlugin(context)

@@ -1,22 +1,20 @@
-"""The rules: one small function per check, each RunSignals -> list[Finding]."""
+"""The rules, and what the engine needs to know about each (the registry).
+
+One small function per check, each RunSignals -> list[Finding]. A `RuleSpec` says which
+codes a rule gives and how the engine runs it, so the engine treats no rule specially.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 
-from tb_trainhealth.findings import Finding
+from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
-from tb_trainhealth.rules.gradients import (
-    check_exploding_gradients,
-    check_vanishing_gradients,
-)
+from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
 from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
-from tb_trainhealth.rules.loss_curve import (
-    check_loss_divergence,
-    check_loss_oscillation,
-    check_loss_plateau,
-)
+from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
 from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
@@ -25,26 +23,51 @@ from tb_trainhealth.rules.training_data import check_label_problem, check_unnorm
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
 
-Rule = Callable[[RunSignals], list[Finding]]
 
-ALL_RULES: tuple[Rule, ...] = (
-    check_nonfinite,
-    check_exploding_gradients,
-    check_vanishing_gradients,
-    check_loss_divergence,
-    check_loss_plateau,
-    check_loss_oscillation,
-    check_overfitting,
-    check_training_crash,
-    check_oom,
-    check_memory_growth,
-    check_output_loss_mismatch,
-    check_model_config,
-    check_input_bound,
-    check_input_pipeline_config,
-    check_label_problem,
-    check_unnormalized_input,
-    check_undertrained,
-    check_dead_relu,
-    check_saturated_activation,
+@dataclasses.dataclass(frozen=True)
+class RuleSpec:
+    check: Callable[[RunSignals], list[Finding]]
+    codes: tuple[str, ...]
+    # Judged only once training has ended (a run still improving mid-run is just training).
+    final_only: bool = False
+    # Sees the run past its first NaN/Inf loss or weights; every other rule sees only the
+    # steps before it (after it, every value is noise).
+    sees_past_nan: bool = False
+    # Another finding that explains this one's evidence: {code: at this severity or worse}.
+    # When one is present, this rule's findings are dropped.
+    defers_to: Mapping[str, Severity] = dataclasses.field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.check.__name__
+
+
+# The unnormalized_input finding a constant first batch gives: every unit sees the same
+# input, so dead units and zero gradients below them follow from it.
+_CONSTANT_INPUT = {"unnormalized_input": Severity.CRITICAL}
+
+RULES: tuple[RuleSpec, ...] = (
+    RuleSpec(check_nonfinite, ("nonfinite",), sees_past_nan=True),
+    RuleSpec(check_exploding_gradients, ("exploding_gradients",)),
+    RuleSpec(
+        check_vanishing_gradients,
+        ("vanishing_gradients",),
+        defers_to={**_CONSTANT_INPUT, "dead_relu": Severity.WARNING},  # zero gradients below dead units
+    ),
+    RuleSpec(check_loss_divergence, ("loss_divergence",)),
+    RuleSpec(check_loss_plateau, ("loss_plateau",)),
+    RuleSpec(check_loss_oscillation, ("loss_oscillation",)),
+    RuleSpec(check_overfitting, ("overfitting",)),
+    RuleSpec(check_training_crash, ("training_crash",)),
+    RuleSpec(check_oom, ("oom",)),
+    RuleSpec(check_memory_growth, ("memory_growth",)),
+    RuleSpec(check_output_loss_mismatch, ("output_loss_mismatch",)),
+    RuleSpec(check_model_config, ("model_config",)),
+    RuleSpec(check_input_bound, ("input_bound",)),
+    RuleSpec(check_input_pipeline_config, ("input_pipeline_config",)),
+    RuleSpec(check_label_problem, ("label_problem",)),
+    RuleSpec(check_unnormalized_input, ("unnormalized_input",)),
+    RuleSpec(check_undertrained, ("undertrained",), final_only=True),
+    RuleSpec(check_dead_relu, ("dead_relu",), defers_to=_CONSTANT_INPUT),
+    RuleSpec(check_saturated_activation, ("saturated_activation",)),
 )

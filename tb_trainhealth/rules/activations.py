@@ -8,11 +8,9 @@ be nearly all dead or have died while training (see DEAD_GROWTH).
 
 from __future__ import annotations
 
-from typing import Any
-
+from tb_trainhealth.contract.events import ActivationsEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
-from tb_trainhealth.rules.training_data import has_constant_input
 from tb_trainhealth.signals import RunSignals
 
 LAYER_SHARE = 0.5
@@ -23,43 +21,31 @@ DEAD_NEARLY_ALL = 0.9
 DEAD_GROWTH = 0.2
 
 
-def _samples(run: RunSignals) -> list[dict[str, Any]]:
-    return [
-        e
-        for e in run.events
-        if e.get("kind") == "activations" and isinstance(e.get("step"), int) and isinstance(e.get("layers"), dict)
-    ]
-
-
 def _dying(run: RunSignals, layer: str, share: float) -> bool:
-    if has_constant_input(run):
-        return False  # every unit sees the same input: unnormalized_input explains it
-    first = next((s["layers"].get(layer, {}).get("dead") for s in _samples(run) if layer in s["layers"]), None)
-    return share >= DEAD_NEARLY_ALL or (isinstance(first, (int, float)) and share - first >= DEAD_GROWTH)
+    first = next((s.layers[layer].dead for s in run.events_of(ActivationsEvent) if layer in s.layers), None)
+    return share >= DEAD_NEARLY_ALL or (first is not None and share - first >= DEAD_GROWTH)
 
 
 def _flagged(run: RunSignals, measure: str) -> list[tuple[str, int, float, str]]:
-    """(layer, onset step, share at the end, activation) for layers over LAYER_SHARE until the end."""
-    samples = _samples(run)
+    """(layer, onset step, share at the end, activation) for layers over LAYER_SHARE until the end.
+    measure: "dead" or "saturated"."""
+    samples = run.events_of(ActivationsEvent)
     if not samples:
         return []
     flagged = []
-    for name, last in samples[-1]["layers"].items():
-        share = last.get(measure) if isinstance(last, dict) else None
-        if not isinstance(share, (int, float)) or share <= LAYER_SHARE:
+    for name, last in samples[-1].layers.items():
+        share = getattr(last, measure)
+        if share is None or share <= LAYER_SHARE:
             continue
-        onset = samples[-1]["step"]
+        onset = samples[-1].step
         for sample in reversed(samples):
-            value = sample["layers"].get(name, {}).get(measure)
-            if not isinstance(value, (int, float)) or value <= LAYER_SHARE:
+            layer = sample.layers.get(name)
+            value = getattr(layer, measure) if layer is not None else None
+            if value is None or value <= LAYER_SHARE:
                 break
-            onset = sample["step"]
-        flagged.append((name, onset, float(share), str(last.get("activation", "?"))))
+            onset = sample.step
+        flagged.append((name, onset, share, last.activation))
     return flagged
-
-
-def dead_relu_layers(run: RunSignals) -> list[str]:
-    return [layer for layer, _, share, _ in _flagged(run, "dead") if _dying(run, layer, share)]
 
 
 def check_dead_relu(run: RunSignals) -> list[Finding]:

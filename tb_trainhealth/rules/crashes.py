@@ -8,8 +8,8 @@ better advice when the rules improve.
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from tb_trainhealth.contract.events import CrashEvent, OomEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 
@@ -234,10 +234,6 @@ OOM_FIXES = (
 )
 
 
-def _events(run: RunSignals, kind: str) -> list[dict[str, Any]]:
-    return [e for e in run.events if e.get("kind") == kind and isinstance(e.get("step"), int)]
-
-
 def _summary_line(message: str) -> str:
     """The line of a TensorFlow error that says what went wrong: the last one that is not a
     stack frame, a node annotation or the generic "Graph execution error" header."""
@@ -250,21 +246,21 @@ def _summary_line(message: str) -> str:
 
 
 def check_training_crash(run: RunSignals) -> list[Finding]:
-    crashes = _events(run, "crash")
+    crashes = run.events_of(CrashEvent)
     if not crashes:
         return []
     crash = crashes[-1]  # the one that ended the run (earlier ones were retried)
-    error_type, message = str(crash.get("error_type", "Exception")), str(crash.get("message", ""))
+    error_type, message = crash.error_type, crash.message
     category = classify(error_type, message)
-    if category == OUT_OF_MEMORY and _events(run, "oom"):
+    if category == OUT_OF_MEMORY and run.events_of(OomEvent):
         return []  # the oom rule tells the whole story, retries included
-    where = f" in {crash['phase']}" if crash.get("phase") else ""
+    where = f" in {crash.phase}" if crash.phase else ""
     first_line = _summary_line(message) or error_type
     # The op that failed: a graph node when the message names one, else the eager op.
     ops = [node or eager for node, eager in _OP.findall(_WRAPPER.sub(" ", message))] or [
         eager for _, eager in _OP.findall(message) if eager
     ]
-    detail = f"{error_type} at step {crash['step']}{where}: {first_line}"
+    detail = f"{error_type} at step {crash.step}{where}: {first_line}"
     if ops:
         detail += f" (op: {ops[0]})"
     cause = _shape_cause(message) if category == SHAPE_MISMATCH else None
@@ -274,48 +270,48 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
         Finding(
             code="training_crash",
             severity=Severity.CRITICAL,
-            step=crash["step"],
-            title=f"Training crashed at step {crash['step']}: {category}",
+            step=crash.step,
+            title=f"Training crashed at step {crash.step}: {category}",
             detail=detail,
-            evidence=Evidence(("events",), crash["step"], crash["step"]),
+            evidence=Evidence(("events",), crash.step, crash.step),
             fixes=_fixes(category, message),
         )
     ]
 
 
 def check_oom(run: RunSignals) -> list[Finding]:
-    ooms = _events(run, "oom")
+    ooms = run.events_of(OomEvent)
     if not ooms:
         return []
-    gave_up = [e for e in ooms if e.get("next_batch_size") is None]
+    gave_up = [e for e in ooms if e.next_batch_size is None]
     first = ooms[0]
-    sizes = " -> ".join(str(e.get("batch_size")) for e in ooms)
-    memory = f"; {first['memory_mb']:.0f} MB in use" if isinstance(first.get("memory_mb"), (int, float)) else ""
+    sizes = " -> ".join(str(e.batch_size) for e in ooms)
+    memory = f"; {first.memory_mb:.0f} MB in use" if first.memory_mb is not None else ""
     if gave_up:
         last = gave_up[-1]
         return [
             Finding(
                 code="oom",
                 severity=Severity.CRITICAL,
-                step=last["step"],
-                title=f"Out of memory even at batch size {last.get('batch_size')}: training stopped",
+                step=last.step,
+                title=f"Out of memory even at batch size {last.batch_size}: training stopped",
                 detail=f"Out-of-memory at batch sizes {sizes}; the smallest allowed batch size still did not fit{memory}.",
-                evidence=Evidence(("events",), first["step"], last["step"]),
+                evidence=Evidence(("events",), first.step, last.step),
                 fixes=OOM_FIXES[1:] + OOM_FIXES[:1],
             )
         ]
-    final = ooms[-1].get("next_batch_size")
+    final = ooms[-1].next_batch_size
     return [
         Finding(
             code="oom",
             severity=Severity.WARNING,
-            step=first["step"],
-            title=f"Out of memory at batch size {first.get('batch_size')}; training continued at {final}",
+            step=first.step,
+            title=f"Out of memory at batch size {first.batch_size}; training continued at {final}",
             detail=(
                 f"{len(ooms)} out-of-memory error(s) (batch sizes {sizes}); training resumed at batch size {final} "
                 f"from the epoch that failed{memory}. Smaller batches change the optimisation: consider a lower learning rate."
             ),
-            evidence=Evidence(("events",), first["step"], ooms[-1]["step"]),
+            evidence=Evidence(("events",), first.step, ooms[-1].step),
             fixes=OOM_FIXES,
         )
     ]

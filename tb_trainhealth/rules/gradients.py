@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.activations import dead_relu_layers
 from tb_trainhealth.rules.common_fixes import CLIP_FIX
 from tb_trainhealth.rules.series_math import (
     finite_part,
@@ -14,7 +13,6 @@ from tb_trainhealth.rules.series_math import (
     rolling_median,
     smoothing_window,
 )
-from tb_trainhealth.rules.training_data import has_constant_input
 from tb_trainhealth.signals import RunSignals
 
 MIN_POINTS = 10
@@ -113,7 +111,7 @@ def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int,
     layer_norms = run.layer_series.get(sig.LAYER_GRAD_NORM)
     if layer_norms is None or len(layer_norms) < MIN_POINTS or len(run.layers) < 2:
         return None
-    columns = [i for i, layer in enumerate(run.layers) if layer.num_params > 0]
+    columns = [i for i, layer in enumerate(run.layers) if layer.params > 0]
     if len(columns) < 2:
         return None
     norms = layer_norms.values[:, [columns[0], columns[-1]]]
@@ -124,16 +122,15 @@ def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int,
 
 
 def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
-    if has_constant_input(run) or dead_relu_layers(run):
-        # Zero inputs or dead ReLU units give zero gradients below them: those findings say why.
-        return []
+    # (Zero inputs or dead ReLU units give zero gradients below them: the registry defers this
+    # rule to those findings.)
     found = _first_and_last_layer(run)
     if found is None:
         return []
     steps, norms, first_column, last_column = found
     first, last = norms[:, 0], norms[:, 1]
-    first_rms = first / np.sqrt(run.layers[first_column].num_params)
-    last_rms = last / np.sqrt(run.layers[last_column].num_params)
+    first_rms = first / np.sqrt(run.layers[first_column].params)
+    last_rms = last / np.sqrt(run.layers[last_column].params)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(last > 0, first / last, np.inf)
     # Per step: AUTOTRAINER's condition, or SageMaker's absolute one.

@@ -15,9 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import PipelineLintEvent
+from tb_trainhealth.contract.run_info import InputSource
+from tb_trainhealth.contract.vocab import PipelineCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.signals import RunSignals, event_step
+from tb_trainhealth.signals import RunSignals, Series
 
 HIGHLY_INPUT_BOUND = 0.20  # XProf: "highly input-bound"
 MODERATELY_INPUT_BOUND = 0.05  # XProf: "moderately input-bound"
@@ -28,7 +31,7 @@ MIN_WAIT_MS = 1.0
 MIN_STEPS = 20
 
 
-def _epoch_first_steps(run: RunSignals, waits: sig.Series) -> np.ndarray:
+def _epoch_first_steps(run: RunSignals, waits: Series) -> np.ndarray:
     """The first step of the run and of each epoch: its fetch also starts a new iterator
     (fills shuffle buffers, opens files), a cost paid once per epoch, not per step."""
     epochs = run.get(sig.EPOCH_LOSS)
@@ -77,24 +80,24 @@ CACHE_FIX = Fix(
 
 SPEED, CORRECTNESS, SHUFFLING = "speed", "correctness", "shuffling"
 
-_LINT: dict[str, tuple[str, str, Fix, str]] = {
+_LINT: dict[PipelineCheck, tuple[str, str, Fix, str]] = {
     # check: (title, why, fix, what it costs: speed (a warning when the run waits for input,
     # else info), correctness (always a warning), shuffling quality (info: it depends on
     # whether the data is ordered, which the graph does not say))
-    "no_prefetch": (
+    PipelineCheck.NO_PREFETCH: (
         "tf.data pipeline does not end with prefetch",
         "Without prefetch the pipeline starts preparing batch N+1 only when step N asks for it, "
         "so the accelerator waits for every batch.",
         PREFETCH_FIX,
         SPEED,
     ),
-    "sequential_map": (
+    PipelineCheck.SEQUENTIAL_MAP: (
         "tf.data {method} runs sequentially",
         "`{method}` without num_parallel_calls processes one element at a time on one core.",
         PARALLEL_FIX,
         SPEED,
     ),
-    "cache_after_augmentation": (
+    PipelineCheck.CACHE_AFTER_AUGMENTATION: (
         "cache() comes after random augmentation: the augmentation is frozen",
         "cache() stores the first epoch's augmented images and replays them every epoch, so the model "
         "sees the same 'random' crops and flips forever (it overfits as if there were no augmentation).",
@@ -105,13 +108,13 @@ _LINT: dict[str, tuple[str, str, Fix, str]] = {
         ),
         CORRECTNESS,
     ),
-    "expensive_map_not_cached": (
+    PipelineCheck.EXPENSIVE_MAP_NOT_CACHED: (
         "Expensive map ({ops}) is redone every epoch",
         "The map runs {ops} again on the same data in every epoch; nothing caches its result.",
         CACHE_FIX,
         SPEED,
     ),
-    "shuffle_after_batch": (
+    PipelineCheck.SHUFFLE_AFTER_BATCH: (
         "shuffle() comes after batch(): whole batches are shuffled, not samples",
         "Shuffling after batch() shuffles the order of fixed batches: the same samples always train "
         "together, and sorted data stays sorted within each batch.",
@@ -121,7 +124,7 @@ _LINT: dict[str, tuple[str, str, Fix, str]] = {
         ),
         CORRECTNESS,
     ),
-    "small_shuffle_buffer": (
+    PipelineCheck.SMALL_SHUFFLE_BUFFER: (
         "Shuffle buffer ({buffer_size}) is much smaller than the data ({elements} elements)",
         "A buffer of {buffer_size} only mixes neighbouring samples; if the data is ordered (by class, by "
         "file, by time) batches stay ordered. A buffer as large as the dataset shuffles it fully.",
@@ -131,7 +134,7 @@ _LINT: dict[str, tuple[str, str, Fix, str]] = {
         ),
         SHUFFLING,
     ),
-    "per_element_map": (
+    PipelineCheck.PER_ELEMENT_MAP: (
         "Cheap per-element map before batch() could run on whole batches",
         "Each call of a map function has a fixed cost; element-wise math (casts, scaling) does the same "
         "work on a whole batch in one call.",
@@ -144,17 +147,16 @@ _LINT: dict[str, tuple[str, str, Fix, str]] = {
 }
 
 
-def _lint_events(run: RunSignals) -> list[dict[str, Any]]:
-    return run.first_of_each_check("pipeline_lint", _LINT)
+def _lint_events(run: RunSignals) -> list[PipelineLintEvent]:
+    return run.first_of_each_check(PipelineLintEvent, _LINT)
 
 
-def _fields(event: dict[str, Any]) -> dict[str, Any]:
-    ops = event.get("ops")
+def _fields(event: PipelineLintEvent) -> dict[str, Any]:
     return {
-        "method": event.get("method") or "map",
-        "ops": ", ".join(map(str, ops)) if isinstance(ops, list) else "decode/parse",
-        "buffer_size": event.get("buffer_size", "?"),
-        "elements": event.get("elements", "?"),
+        "method": event.method or "map",
+        "ops": ", ".join(event.ops) if event.ops else "decode/parse",
+        "buffer_size": "?" if event.buffer_size is None else event.buffer_size,
+        "elements": "?" if event.elements is None else event.elements,
     }
 
 
@@ -165,7 +167,7 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
     input_bound = _is_input_bound(run)
     findings = []
     for event in events:
-        title, why, fix, cost_kind = _LINT[event["check"]]
+        title, why, fix, cost_kind = _LINT[event.check]
         fields = _fields(event)
         severity = Severity.INFO
         cost = ""
@@ -179,10 +181,10 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
             Finding(
                 code="input_pipeline_config",
                 severity=severity,
-                step=event_step(event),  # the fit() it was found at
+                step=event.step,  # the fit() it was found at
                 title=title.format(**fields),
-                detail=why.format(**fields) + cost + f" (tf.data op: {event.get('stage', '?')})",
-                evidence=Evidence(("events",), None, None, event["check"]),
+                detail=why.format(**fields) + cost + f" (tf.data op: {event.stage or '?'})",
+                evidence=Evidence(("events",), None, None, event.check.value),
                 fixes=(Fix(fix.text.format(**fields), fix.code.format(**fields)),),
             )
         )
@@ -194,19 +196,19 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
 
 def _input_fixes(run: RunSignals) -> tuple[Fix, ...]:
     """Fixes for this pipeline first (its lint findings, its input type), then the general ones."""
-    fixes = [_LINT[e["check"]][2] for e in _lint_events(run) if _LINT[e["check"]][3] == SPEED]
-    source = run.info.get("input") if isinstance(run.info.get("input"), dict) else {}
-    if source.get("type") == "PyDataset":
+    fixes = [_LINT[e.check][2] for e in _lint_events(run) if _LINT[e.check][3] == SPEED]
+    source = run.info.input or InputSource()
+    if source.type == "PyDataset":
         fixes.append(
             Fix(
-                f"Load batches in parallel: this PyDataset runs with workers={source.get('workers', 1)}, "
-                f"use_multiprocessing={source.get('use_multiprocessing', False)}.",
+                f"Load batches in parallel: this PyDataset runs with workers={1 if source.workers is None else source.workers}, "
+                f"use_multiprocessing={bool(source.use_multiprocessing)}.",
                 "class MyData(keras.utils.PyDataset):\n"
                 "    def __init__(self, ..., **kwargs):\n"
                 "        super().__init__(workers=8, use_multiprocessing=True, max_queue_size=16, **kwargs)",
             )
         )
-    elif source.get("type") == "generator":
+    elif source.type == "generator":
         fixes.append(
             Fix(
                 "A Python generator runs on one thread under the GIL: turn it into a keras.utils.PyDataset "

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.series_math import (
@@ -59,11 +61,12 @@ BASELINE_TOLERANCE = 0.03
 # or so before they find the signal, and a plateau called then would stop them (stop_on).
 MIN_BASELINE_EPOCHS = 2
 # Train-start lint findings that leave a model stuck at that baseline.
-_LINT_CAUSES = (
-    "probabilities_as_logits", "logits_as_probabilities", "softmax_single_unit", "sigmoid_with_categorical",
-    "relu_with_cross_entropy", "targets_out_of_output_range", "single_class", "unnormalized_input",
-    "labels_outside_unit_interval", "constant_input",
-)  # fmt: skip
+_LINT_CAUSES = frozenset({
+    LintCheck.PROBABILITIES_AS_LOGITS, LintCheck.LOGITS_AS_PROBABILITIES, LintCheck.SOFTMAX_SINGLE_UNIT,
+    LintCheck.SIGMOID_WITH_CATEGORICAL, LintCheck.RELU_WITH_CROSS_ENTROPY, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
+    LintCheck.SINGLE_CLASS, LintCheck.UNNORMALIZED_INPUT, LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
+    LintCheck.CONSTANT_INPUT,
+})  # fmt: skip
 # A peak learning rate below this is a likely reason for no progress.
 LOW_LR = 1e-5
 # Oscillation: no progress (the second half's median at least 90% of the untrained
@@ -222,7 +225,7 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
 def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
     """What else is known goes first: a mistake found at train start, then a tiny learning rate."""
     first: list[Fix] = []
-    known = [e.get("check") for e in run.events if e.get("kind") == "lint" and e.get("check") in _LINT_CAUSES]
+    known = [e.check.value for e in run.events_of(LintEvent) if e.check in _LINT_CAUSES]
     if known:
         first.append(
             Fix(

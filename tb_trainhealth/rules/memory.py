@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, Series
 
 MIN_SAMPLES = 8
 # The first part of a run allocates for good (graph tracing, optimizer slots,
@@ -21,7 +21,7 @@ MIN_GROWTH_FRACTION = 0.10
 MIN_RANK_CORRELATION = 0.9
 
 
-def _growth(series: sig.Series) -> tuple[float, float, float, int, int] | None:
+def _growth(series: Series) -> tuple[float, float, float, int, int] | None:
     series = finite_part(series)
     if len(series) < MIN_SAMPLES:
         return None

@@ -3,47 +3,43 @@ does not fit the loss; `model_config`, well-known layer settings that slow train
 
 from __future__ import annotations
 
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.signals import RunSignals, event_step
-
-_LOSS_CLASS = {
-    "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
-    "categorical_crossentropy": "CategoricalCrossentropy",
-    "binary_crossentropy": "BinaryCrossentropy",
-}
+from tb_trainhealth.signals import RunSignals
 
 _EXPLAIN = {
-    "probabilities_as_logits": (
+    LintCheck.PROBABILITIES_AS_LOGITS: (
         "The last layer {layer} applies {activation}, but the loss has from_logits=True: it applies "
         "{activation} again, so gradients are squashed and training stalls or plateaus.",
         "Drop the activation from the last layer (keep from_logits=True), or set from_logits=False.",
         'keras.layers.Dense({units}, name="{layer}")  # no activation\nloss = keras.losses.{cls}(from_logits=True)',
     ),
-    "logits_as_probabilities": (
+    LintCheck.LOGITS_AS_PROBABILITIES: (
         "The last layer {layer} has no activation (it outputs logits), but the loss expects "
         "probabilities (from_logits=False): Keras clips the logits to [0, 1] and training goes wrong.",
         "Tell the loss it gets logits.",
         "loss = keras.losses.{cls}(from_logits=True)",
     ),
-    "softmax_single_unit": (
+    LintCheck.SOFTMAX_SINGLE_UNIT: (
         "The last layer {layer} is a softmax over a single unit: its output is always 1, so the model cannot learn.",
         "Binary task: one sigmoid unit (or one logit with from_logits=True); K classes: K softmax units.",
         'keras.layers.Dense(1, activation="sigmoid")  # with loss="binary_crossentropy"',
     ),
-    "relu_with_cross_entropy": (
+    LintCheck.RELU_WITH_CROSS_ENTROPY: (
         "The last layer {layer} applies relu, but cross-entropy needs probabilities (softmax/sigmoid) or "
         "unbounded logits: relu outputs are never negative and are 0 for every class that is 'off', so the "
         "loss cannot express confidence and gradients die at 0.",
         "Output logits (no activation) and tell the loss.",
         'keras.layers.Dense({units}, name="{layer}")  # no activation\nloss = keras.losses.{cls}(from_logits=True)',
     ),
-    "targets_out_of_output_range": (
+    LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE: (
         "The last layer {layer} applies {activation}, which can only output {output_range}, but the targets "
         "range {label_min:.4g} to {label_max:.4g}: the model can never reach them, so the loss stalls high.",
         "For regression, use a linear output (or scale the targets into the activation's range and back).",
         'keras.layers.Dense(1, name="{layer}")  # linear output for unbounded targets',
     ),
-    "sigmoid_with_categorical": (
+    LintCheck.SIGMOID_WITH_CATEGORICAL: (
         "The last layer {layer} applies sigmoid to {units} units, but categorical cross-entropy expects a "
         "softmax distribution over the classes.",
         "Use softmax for one class per sample (sigmoid + binary_crossentropy is for multi-label).",
@@ -53,11 +49,11 @@ _EXPLAIN = {
 
 
 # The model cannot learn the task at all with these.
-_CRITICAL = ("softmax_single_unit", "targets_out_of_output_range")
+_CRITICAL = (LintCheck.SOFTMAX_SINGLE_UNIT, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE)
 
 
-def _interval(bounds: object) -> str:
-    if not isinstance(bounds, list) or len(bounds) != 2:
+def _interval(bounds: tuple[float | None, ...]) -> str:
+    if len(bounds) != 2:
         return "a bounded range"
     low, high = ("-inf" if bounds[0] is None else f"{bounds[0]:g}"), ("inf" if bounds[1] is None else f"{bounds[1]:g}")
     return f"[{low}, {high}]"
@@ -65,26 +61,26 @@ def _interval(bounds: object) -> str:
 
 def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
     findings = []
-    for event in run.first_of_each_check("lint", _EXPLAIN):
-        check = event["check"]
+    for event in run.first_of_each_check(LintEvent, _EXPLAIN):
+        check = event.check
         fields = {
-            "layer": event.get("layer") or "?",
-            "activation": event.get("activation") or "?",
-            "units": event.get("units") or "K",
-            "cls": _LOSS_CLASS.get(str(event.get("loss")), "CategoricalCrossentropy"),
-            "output_range": _interval(event.get("output_range")),
-            "label_min": float(event.get("label_min", 0.0)),
-            "label_max": float(event.get("label_max", 0.0)),
+            "layer": event.layer or "?",
+            "activation": event.activation or "?",
+            "units": event.units or "K",
+            "cls": event.loss.keras_class if event.loss and event.loss.is_probabilistic else "CategoricalCrossentropy",
+            "output_range": _interval(event.output_range),
+            "label_min": event.label_min or 0.0,
+            "label_max": event.label_max or 0.0,
         }
         detail, fix_text, fix_code = (part.format(**fields) for part in _EXPLAIN[check])
         findings.append(
             Finding(
                 code="output_loss_mismatch",
                 severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
-                step=event_step(event),  # the fit() it was found at
-                title=f"Last layer and loss do not fit: {check.replace('_', ' ')}",
+                step=event.step,  # the fit() it was found at
+                title=f"Last layer and loss do not fit: {check.value.replace('_', ' ')}",
                 detail=detail,
-                evidence=Evidence(("events",), None, None, event.get("layer")),
+                evidence=Evidence(("events",), None, None, event.layer),
                 fixes=(Fix(fix_text, fix_code),),
             )
         )
@@ -92,7 +88,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
 
 
 _CONFIG = {
-    "high_dropout": (
+    LintCheck.HIGH_DROPOUT: (
         "Dropout rate {rate:g} in {layer}",
         "{layer} drops {rate:.0%} of its inputs at every step. Dropout beyond 0.5 (the most Srivastava "
         "et al. used for hidden units) trains a much thinner network each step: the loss falls slowly "
@@ -100,7 +96,7 @@ _CONFIG = {
         "Use 0.1-0.5; if the model overfits, add weight decay or data augmentation rather than more dropout.",
         "keras.layers.Dropout(0.3)",
     ),
-    "dropout_after_output": (
+    LintCheck.DROPOUT_AFTER_OUTPUT: (
         "Dropout after the output layer ({layer})",
         "The model ends with {layer} (rate {rate:g}): during training it zeroes {rate:.0%} of the predictions "
         "(and scales the rest), so the loss sees corrupted outputs.",
@@ -112,21 +108,17 @@ _CONFIG = {
 
 def check_model_config(run: RunSignals) -> list[Finding]:
     findings = []
-    for event in run.first_of_each_check("lint", _CONFIG):
-        rate = event.get("rate")
-        fields = {
-            "layer": str(event.get("layer") or "?"),
-            "rate": float(rate) if isinstance(rate, (int, float)) else 0.0,
-        }
-        title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event["check"]])
+    for event in run.first_of_each_check(LintEvent, _CONFIG):
+        fields = {"layer": event.layer or "?", "rate": event.rate or 0.0}
+        title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event.check])
         findings.append(
             Finding(
                 code="model_config",
                 severity=Severity.INFO,
-                step=event_step(event),
+                step=event.step,
                 title=title,
                 detail=detail,
-                evidence=Evidence(("events",), None, None, event.get("layer")),
+                evidence=Evidence(("events",), None, None, event.layer),
                 fixes=(Fix(fix_text, fix_code),),
             )
         )

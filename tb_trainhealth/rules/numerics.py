@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, Series
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
 # Keras' dynamic loss scale halves on overflow and doubles after 2000 good steps,
@@ -80,15 +81,15 @@ def _origin_fixes(op: str | None) -> tuple[Fix, ...]:
     return (CLIP_FIX,)  # matmul/conv/bias overflowing: activations grew without bound
 
 
-def _describe_origin(origin: dict) -> tuple[str, str | None, tuple[Fix, ...]]:
+def _describe_origin(origin: NanOriginEvent) -> tuple[str, str | None, tuple[Fix, ...]]:
     """(sentence, layer, fixes to put first) for a nan_origin event."""
-    where, op, layer = origin.get("where"), origin.get("op"), origin.get("layer")
-    position = origin.get("position")
-    at = f" (first at batch row {position[0]}, index {position[1:]})" if isinstance(position, list) and position else ""
+    where, op, layer, position = origin.where, origin.op, origin.layer, origin.position
+    at = f" (first at batch row {position[0]}, index {list(position[1:])})" if position else ""
+    count = origin.count
     if where == "input":
-        return f"The batch itself holds {origin.get('count')} NaN/Inf input value(s){at}.", None, (FIXES[1],)
+        return f"The batch itself holds {count} NaN/Inf input value(s){at}.", None, (FIXES[1],)
     if where == "labels":
-        return f"The batch itself holds {origin.get('count')} NaN/Inf label(s){at}.", None, (FIXES[1],)
+        return f"The batch itself holds {count} NaN/Inf label(s){at}.", None, (FIXES[1],)
     if where == "forward":
         op_text = f", op {op}" if op else ""
         return (
@@ -100,7 +101,7 @@ def _describe_origin(origin: dict) -> tuple[str, str | None, tuple[Fix, ...]]:
     if where == "weights":
         return (
             "When the loss first turned non-finite, the weights of "
-            f"{', '.join(map(str, origin.get('layers') or [])) or 'some layers'} already were: an earlier "
+            f"{', '.join(origin.layers) or 'some layers'} already were: an earlier "
             "step's gradients brought the NaN in (the forward pass of that step was still finite).",
             None,
             (),
@@ -115,15 +116,16 @@ def _describe_origin(origin: dict) -> tuple[str, str | None, tuple[Fix, ...]]:
     return "", None, ()
 
 
-def _origin_title(origin: dict | None) -> str:
+def _origin_title(origin: NanOriginEvent | None) -> str:
     if origin is None:
         return ""
-    if origin.get("where") in ("input", "labels"):
-        return f": the {origin['where']} batch holds NaN/Inf"
-    if origin.get("where") == "forward" and origin.get("layer"):
-        return f": starts in layer {origin['layer']}" + (f" ({origin['op']})" if origin.get("op") else "")
-    if origin.get("where") == "loss":
-        return ": starts in the loss" + (f" ({origin['op']})" if origin.get("op") else "")
+    op = f" ({origin.op})" if origin.op else ""
+    if origin.where in ("input", "labels"):
+        return f": the {origin.where} batch holds NaN/Inf"
+    if origin.where == "forward" and origin.layer:
+        return f": starts in layer {origin.layer}" + op
+    if origin.where == "loss":
+        return ": starts in the loss" + op
     return ""
 
 
@@ -140,7 +142,7 @@ def _hits_per_layer(run: RunSignals) -> str:
     return f" Non-finite gradients by layer: {listed}."
 
 
-def _first_nonfinite_step(series: sig.Series | None) -> int | None:
+def _first_nonfinite_step(series: Series | None) -> int | None:
     if series is None:
         return None
     bad = ~np.isfinite(series.values)
@@ -171,16 +173,13 @@ def _loss_scale_now(run: RunSignals) -> str:
     return f" Loss scale at step {int(scale.steps[-1])}: {float(scale.values[-1]):g} (lowest {float(np.nanmin(scale.values)):g})."
 
 
-def _replicas_hit(event: dict) -> str:
+def _replicas_hit(event: NonfiniteEvent) -> str:
     """Under a distribution strategy: which replicas' own gradients were non-finite first
     (its batch shard, before the all-reduce spread the NaN to every replica)."""
-    replicas = [r for r in event.get("replicas") or [] if isinstance(r, int)]
-    if not replicas:
+    if not event.replicas:
         return ""
-    workers = [w for w in event.get("workers") or [] if isinstance(w, str)]
-    where = f" (worker {', '.join(workers)})" if workers else ""
     return (
-        f" Before the all-reduce, only replica(s) {', '.join(map(str, replicas))}{where} had non-finite "
+        f" Before the all-reduce, only replica(s) {', '.join(map(str, event.replicas))} had non-finite "
         "gradients: the bad values came in with that replica's shard of the batch."
     )
 
@@ -189,14 +188,12 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
     hits: dict[str, int] = {}  # where -> first step
     first_layers: list[str] = []
     replicas = ""
-    for event in run.events:
-        if event.get("kind") != "nonfinite" or not isinstance(event.get("step"), int):
-            continue
-        where = str(event.get("where", "values"))
-        if where not in hits or event["step"] < hits[where]:
-            hits[where] = event["step"]
+    for event in run.events_of(NonfiniteEvent):
+        where = event.where
+        if where not in hits or event.step < hits[where]:
+            hits[where] = event.step
             if where == "gradients":
-                first_layers = [str(name) for name in event.get("layers", [])]
+                first_layers = list(event.layers)
                 replicas = _replicas_hit(event)
     for name, where in ((sig.LOSS, "loss"), (sig.EPOCH_LOSS, "loss"), (sig.GRAD_NORM, "gradients")):
         step = _first_nonfinite_step(run.get(name))
@@ -214,7 +211,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
 
     skipped = run.get(sig.NONFINITE_COUNT)  # written only on steps with hits
     steps = run.get(sig.GRAD_NORM)
-    if run.info.get("loss_scale") and set(hits) == {"gradients"} and skipped is not None and steps is not None:
+    if run.info.loss_scale and set(hits) == {"gradients"} and skipped is not None and steps is not None:
         # The scale calibrates itself in the first steps (each overflow halves it): only
         # skips that go on through the second half of the run mean it keeps collapsing.
         middle = steps.steps[len(steps) // 2]
@@ -254,13 +251,13 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
 
     detail += _hits_per_layer(run)
     fixes = FIXES
-    origin = next((e for e in run.events if e.get("kind") == "nan_origin"), None)
+    origin = next(iter(run.events_of(NanOriginEvent)), None)
     origin_layer, first = None, ()
     if origin is not None:
         sentence, origin_layer, first = _describe_origin(origin)
         detail += " " + sentence if sentence else ""
-        if origin.get("message"):
-            detail += f" check_numerics: {origin['message']}"
+        if origin.message:
+            detail += f" check_numerics: {origin.message}"
     if first:
         fixes = first + tuple(f for f in FIXES if f not in first)
     elif first_layers and run.layers and first_layers[0] == run.layers[0].name:

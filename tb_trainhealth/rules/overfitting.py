@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.training_data import validation_never_seen

@@ -93,11 +93,27 @@ def relative_noise(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(residual - np.median(residual))))
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 of the values, tied values sharing the mean of their ranks (NaNs rank last,
+    each on its own)."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # first index of each tie group
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + ends - 1) / 2.0, ends - starts)
+    return ranks
+
+
 def rank_correlation(values: np.ndarray) -> float:
-    """Spearman correlation of the values with their order: 1 = always rising, 0 = no trend."""
+    """Spearman correlation of the values with their order: 1 = always rising, 0 = no trend.
+
+    Ties share their average rank (a flat stretch is no trend, a constant series scores 0),
+    so a one-off jump followed by a flat line is not scored as a steady rise."""
     if len(values) < 2:
         return 0.0
-    ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable").astype(np.float64)
+    ranks = average_ranks(values)
     if ranks.std() == 0:
         return 0.0
     return float(np.corrcoef(np.arange(len(values), dtype=np.float64), ranks)[0, 1])

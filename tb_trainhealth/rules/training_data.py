@@ -9,16 +9,17 @@ while training accuracy is high (validation classes never seen in training, e.g.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part
-from tb_trainhealth.signals import RunSignals, event_step
+from tb_trainhealth.signals import RunSignals
 
-CROSS_ENTROPY_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy")
 # Cross-entropy cannot go below 0; allow float round-off.
 NEGATIVE_LOSS = -1e-4
 # Validation accuracy this far below chance (1/K), with training accuracy at least
@@ -37,8 +38,8 @@ SHUFFLE_SPLIT_FIX = Fix(
 )
 SPARSE_LOSS = "keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # y like [2, 0, 1]"
 
-_LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
-    "integer_labels_for_categorical": (
+_LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
+    LintCheck.INTEGER_LABELS_FOR_CATEGORICAL: (
         "Integer class labels given to categorical_crossentropy",
         "The labels are class ids (shape {label_shape}, values {label_min:g}-{label_max:g}), but "
         "categorical_crossentropy expects one-hot rows of {units} values.",
@@ -48,7 +49,7 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
-    "onehot_labels_for_sparse": (
+    LintCheck.ONEHOT_LABELS_FOR_SPARSE: (
         "One-hot labels given to sparse_categorical_crossentropy",
         "The labels are one-hot rows (shape {label_shape}), but the sparse loss expects one class id per sample.",
         (
@@ -60,7 +61,7 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
-    "label_out_of_range": (
+    LintCheck.LABEL_OUT_OF_RANGE: (
         "Class ids outside the {units} output units",
         "Labels range {label_min:g}-{label_max:g}, but the last layer has {units} units (ids 0-{max_id}). "
         "On CPU this crashes; on GPU it silently gives NaN or garbage losses.",
@@ -76,7 +77,7 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
-    "labels_outside_unit_interval": (
+    LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL: (
         "Labels outside [0, 1] given to binary_crossentropy",
         "binary_crossentropy needs targets in [0, 1]; these range {label_min:g}-{label_max:g}, which makes "
         "the loss meaningless (it can go negative).{classes_note}",
@@ -92,7 +93,7 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
-    "single_class": (
+    LintCheck.SINGLE_CLASS: (
         "Labels are (nearly) all one class",
         "{share:.1%} of the {labels} labels in the first {batches} batches are class {class}: the model can "
         "minimise the loss by always predicting it. Either the labels are broken, or the data is sorted by "
@@ -109,24 +110,24 @@ _LABEL_CHECKS: dict[str, tuple[str, str, tuple[Fix, ...], Severity]] = {
 }
 
 
-def _lint(run: RunSignals, checks: set[str] | dict[str, Any]) -> list[dict[str, Any]]:
-    return run.first_of_each_check("lint", checks)
+def _lint(run: RunSignals, checks: Collection[LintCheck]) -> list[LintEvent]:
+    return run.first_of_each_check(LintEvent, checks)
 
 
-def _format(text: str, event: dict[str, Any]) -> str:
-    units = event.get("units") or "K"
-    classes = event.get("classes")
+def _format(text: str, event: LintEvent) -> str:
+    units = event.units or "K"
+    classes = event.classes
     fields = {
-        "label_shape": tuple(event.get("label_shape") or ()),
-        "label_min": float(event.get("label_min", 0.0)),
-        "label_max": float(event.get("label_max", 0.0)),
+        "label_shape": event.label_shape,
+        "label_min": event.label_min or 0.0,
+        "label_max": event.label_max or 0.0,
         "units": units,
         "max_id": units - 1 if isinstance(units, int) else "K-1",
-        "classes_note": f" They look like {classes} class ids." if isinstance(classes, int) and classes > 2 else "",
-        "share": float(event.get("share", 1.0)),
-        "labels": event.get("labels", "?"),
-        "batches": event.get("batches", "?"),
-        "class": event.get("class", "?"),
+        "classes_note": f" They look like {classes} class ids." if classes is not None and classes > 2 else "",
+        "share": 1.0 if event.share is None else event.share,
+        "labels": "?" if event.labels is None else event.labels,
+        "batches": "?" if event.batches is None else event.batches,
+        "class": "?" if event.label_class is None else event.label_class,
     }
     return text.format(**fields)
 
@@ -134,15 +135,15 @@ def _format(text: str, event: dict[str, Any]) -> str:
 def _label_lint_findings(run: RunSignals) -> list[Finding]:
     findings = []
     for event in _lint(run, _LABEL_CHECKS):
-        title, detail, fixes, severity = _LABEL_CHECKS[event["check"]]
+        title, detail, fixes, severity = _LABEL_CHECKS[event.check]
         findings.append(
             Finding(
                 code="label_problem",
                 severity=severity,
-                step=event_step(event),
+                step=event.step,
                 title=_format(title, event),
                 detail=_format(detail, event),
-                evidence=Evidence(("events",), None, None, event["check"]),
+                evidence=Evidence(("events",), None, None, event.check.value),
                 fixes=tuple(Fix(_format(f.text, event), _format(f.code, event)) for f in fixes),
             )
         )
@@ -150,9 +151,9 @@ def _label_lint_findings(run: RunSignals) -> list[Finding]:
 
 
 def _negative_loss(run: RunSignals) -> list[Finding]:
-    loss_name = run.info.get("loss")
+    loss_name = run.info.loss
     loss = run.get(sig.LOSS) or run.get(sig.EPOCH_LOSS)
-    if loss_name not in CROSS_ENTROPY_LOSSES or loss is None:
+    if loss_name not in PROBABILISTIC_LOSSES or loss is None:
         return []
     loss = finite_part(loss)
     below = np.flatnonzero(loss.values < NEGATIVE_LOSS)
@@ -171,7 +172,7 @@ def _negative_loss(run: RunSignals) -> list[Finding]:
                 "probability targets that do not sum to 1)."
             ),
             evidence=Evidence((sig.LOSS if run.get(sig.LOSS) is not None else sig.EPOCH_LOSS,), step, step),
-            fixes=_LABEL_CHECKS["labels_outside_unit_interval"][2],
+            fixes=_LABEL_CHECKS[LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL][2],
         )
     ]
 
@@ -180,8 +181,8 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
     if train is None or val is None:
         return []
-    units = next((e.get("units") for e in _lint(run, {"label_statistics"})), None)
-    classes = units if isinstance(units, int) and units > 1 else None
+    units = next((e.units for e in _lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    classes = units if units is not None and units > 1 else None
     # Without the number of classes, only a validation accuracy near zero counts.
     floor = BELOW_CHANCE / classes if classes else UNKNOWN_CLASSES_FLOOR
     common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
@@ -216,16 +217,12 @@ def check_label_problem(run: RunSignals) -> list[Finding]:
     return _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
 
 
-def has_constant_input(run: RunSignals) -> bool:
-    return bool(_lint(run, {"constant_input"}))
-
-
-def _constant_input(event: dict[str, Any]) -> Finding:
-    value = float(event.get("input_value", 0.0))
+def _constant_input(event: LintEvent) -> Finding:
+    value = event.input_value or 0.0
     return Finding(
         code="unnormalized_input",
         severity=Severity.CRITICAL,
-        step=event_step(event),
+        step=event.step,
         title=f"Every input value in the first batch is {value:g}: the inputs carry no information",
         detail=(
             "The whole first batch holds one value, so the model cannot tell samples apart; it can only learn "
@@ -243,20 +240,20 @@ def _constant_input(event: dict[str, Any]) -> Finding:
 
 
 def check_unnormalized_input(run: RunSignals) -> list[Finding]:
-    constant = _lint(run, {"constant_input"})
+    constant = _lint(run, {LintCheck.CONSTANT_INPUT})
     if constant:
         return [_constant_input(constant[0])]
-    events = _lint(run, {"unnormalized_input"})
+    events = _lint(run, {LintCheck.UNNORMALIZED_INPUT})
     if not events:
         return []
     event = events[0]
-    rms, low, high = (float(event.get(k, 0.0)) for k in ("input_rms", "input_min", "input_max"))
+    rms, low, high = (value or 0.0 for value in (event.input_rms, event.input_min, event.input_max))
     pixels = low >= 0 and 100 < high <= 255
     return [
         Finding(
             code="unnormalized_input",
             severity=Severity.WARNING,
-            step=event_step(event),
+            step=event.step,
             title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})",
             detail=(
                 "Weight initialisers (Glorot, He) and default learning rates assume inputs of roughly unit "
@@ -280,13 +277,12 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
 def constant_baseline(run: RunSignals) -> tuple[float, str] | None:
     """The loss a model that ignores its input reaches (predicting the label frequencies, or
     the mean target), from the sampled label statistics: (value, how it is computed)."""
-    stats = next(iter(_lint(run, {"label_statistics"})), None)
+    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
     if stats is None:
         return None
-    loss = stats.get("loss")
-    counts = stats.get("class_counts")
-    if loss in ("sparse_categorical_crossentropy", "categorical_crossentropy") and isinstance(counts, list):
-        p = np.asarray(counts, np.float64)
+    loss = stats.loss
+    if loss in CATEGORICAL_LOSSES and stats.class_counts:
+        p = np.asarray(stats.class_counts, np.float64)
         p = p[p > 0] / p.sum() if p.sum() > 0 else p
         if len(p) < 2:
             return None
@@ -295,11 +291,11 @@ def constant_baseline(run: RunSignals) -> tuple[float, str] | None:
             entropy,
             f"the entropy of the label frequencies over {len(p)} classes (ln {len(p)} = {np.log(len(p)):.3g} if balanced)",
         )
-    mean, variance = stats.get("mean"), stats.get("variance")
-    if loss == "binary_crossentropy" and isinstance(mean, float) and 0 < mean < 1:
+    mean, variance = stats.mean, stats.variance
+    if loss == LossKind.BINARY_CROSSENTROPY and mean is not None and 0 < mean < 1:
         return float(
             -(mean * np.log(mean) + (1 - mean) * np.log(1 - mean))
         ), f"the entropy of a {mean:.0%} positive rate"
-    if loss == "mean_squared_error" and isinstance(variance, float) and variance > 0:
+    if loss == LossKind.MEAN_SQUARED_ERROR and variance is not None and variance > 0:
         return variance, "the variance of the targets (predicting their mean)"
     return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation

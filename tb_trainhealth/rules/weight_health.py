@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth import signals as sig
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.signals import RunSignals
 
 # Above this the steps are too large to settle (7x above the largest healthy value measured).

@@ -10,7 +10,7 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback.health_callback import HealthCallback
-from tb_trainhealth.memory import device_memory_mb, host_rss_mb
+from tb_trainhealth.callback.memory import device_memory_mb, host_rss_mb
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""What the callback writes into event files, and how readers check its version.
+"""Tags: what the callback writes into event files, and how readers check its version.
 
 Everything tb-trainhealth writes lives under one TensorBoard plugin name. Each
 tag's ``plugin_data.content`` is a small JSON object carrying the schema

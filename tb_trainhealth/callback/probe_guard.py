@@ -1,0 +1,61 @@
+"""Never break the user's training: an internal error turns one probe off, said once.
+
+Every hook of the callback runs its parts through a `ProbeGuard`: a part that raises
+is disabled (one line on stderr, the traceback in the log) and training goes on
+without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class ProbeGuard:
+    def __init__(self, on_disable: Callable[[str], None] | None = None):
+        """on_disable: called with the probe's name once it is off (to uninstall what it installed)."""
+        self.disabled: set[str] = set()
+        self._on_disable = on_disable
+
+    def enabled(self, probe: str) -> bool:
+        return probe not in self.disabled
+
+    def disable(self, probe: str, err: BaseException) -> None:
+        if probe in self.disabled:
+            return
+        self.disabled.add(probe)
+        logger.warning("tb-trainhealth: %s probe disabled after an internal error: %r", probe, err, exc_info=err)
+        print(f"tb-trainhealth: {probe} probe disabled after an internal error: {err!r}", file=sys.stderr)
+        if self._on_disable is not None:
+            try:
+                self._on_disable(probe)
+            except Exception:  # (tidying up after a failed probe must not fail the step either)
+                logger.warning("tb-trainhealth: could not tidy up after the %s probe", probe, exc_info=True)
+
+    def run(self, probe: str, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """function(*args, **kwargs), or None once `probe` is off or when it raises."""
+        if probe in self.disabled:
+            return None
+        try:
+            return function(*args, **kwargs)
+        except Exception as err:
+            self.disable(probe, err)
+            return None
+
+
+def guarded(probe: str):
+    """Decorate a method of an object with a `guard: ProbeGuard` attribute."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            return self.guard.run(probe, method, self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate

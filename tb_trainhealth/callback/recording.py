@@ -1,0 +1,183 @@
+"""Everything the callback records goes through here once, to two sinks: the event file
+(`HealthWriter`) and the in-memory copy the online engine diagnoses (`SignalMemory`).
+
+The copy holds exactly what a reader of the file would build: the same tag -> series
+map (`contract.series`), the same point budget (`series.MAX_POINTS`), and events as
+they read back from their JSON (NaN becomes null on disk, and so here).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from tb_trainhealth.callback.health_writer import HealthWriter, finite_json
+from tb_trainhealth.contract import payload, tags
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import Event, parse_event
+from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.signals import LayerSeries, RunSignals, Series
+
+logger = logging.getLogger(__name__)
+
+CLOSE_IDLE_SECONDS = 2.0
+
+
+class SignalMemory:
+    """The in-memory sink: bounded series, every event, the latest run info."""
+
+    def __init__(self, run: str):
+        self._run = run
+        self._info = RunInfo()
+        self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._layer_series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._events: list[Event] = []
+
+    def set_info(self, info: RunInfo) -> None:
+        """A new fit may train another set of layers (unfrozen, rebuilt): restart the per-layer series."""
+        if [layer.name for layer in info.layers] != [layer.name for layer in self._info.layers]:
+            self._layer_series.clear()
+        self._info = info
+
+    def add(self, store: dict, name: str, steps: np.ndarray, values: np.ndarray) -> None:
+        old_steps, old_values = store.get(name, (steps[:0], values[:0]))
+        store[name] = sig.decimate(np.concatenate([old_steps, steps]), np.concatenate([old_values, values]))
+
+    def add_series(self, name: str, steps: Any, values: Any) -> None:
+        self.add(self._series, name, np.asarray(steps, np.int64), np.asarray(values, np.float64))
+
+    def add_layer_series(self, name: str, steps: Any, rows: Any) -> None:
+        self.add(self._layer_series, name, np.asarray(steps, np.int64), np.asarray(rows, np.float64))
+
+    def add_event(self, event: Event) -> None:
+        self._events.append(event)
+
+    def signals(self) -> RunSignals:
+        return RunSignals(
+            run=self._run,
+            series={name: Series(s, v) for name, (s, v) in self._series.items()},
+            layer_series={name: LayerSeries(s, v) for name, (s, v) in self._layer_series.items()},
+            layers=list(self._info.layers),
+            events=list(self._events),
+            info=self._info,
+            has_health_data=True,
+        )
+
+
+class Recording:
+    """One call per record; both sinks get it. Events wait in `pending` until `write_events`.
+
+    One per run: the memory lasts as long as the callback (a second fit is the same run).
+    The event file is closed when a fit ends, as Keras' own TensorBoard callback does, but
+    only once no new fit has started for CLOSE_IDLE_SECONDS: TensorFlow names event files by
+    the second they were opened plus an unpadded counter, so two files opened within one
+    second can sort out of order (`....10.v2` before `....9.v2`), and TensorBoard would read
+    the later fit first and drop it as orphaned data. A fit that follows at once (a loop of
+    short fits, an OOM retry) goes on in the same file, without re-tracing its row writer."""
+
+    def __init__(self, log_dir: str):
+        self._log_dir = log_dir
+        self._writer: HealthWriter | None = None
+        self._lock = threading.Lock()
+        self._closing: threading.Timer | None = None
+        self.memory = SignalMemory(log_dir)
+        self.pending: list[Event] = []
+        self._last_event_step = -1
+
+    @property
+    def writer(self) -> HealthWriter:
+        with self._lock:
+            if self._closing is not None:
+                self._closing.cancel()
+                self._closing = None
+            if self._writer is None:
+                self._writer = HealthWriter(self._log_dir)
+            return self._writer
+
+    def run_info(self, step: int, info: RunInfo) -> None:
+        self.writer.write_json(tags.TAG_RUN_INFO, step, info.to_json())
+        self.memory.set_info(info)
+
+    def rows(
+        self,
+        steps: np.ndarray,
+        dense: dict[str, np.ndarray],
+        sparse: dict[str, np.ndarray],
+        layer_grad_norm: np.ndarray,
+        layer_weight_norm: np.ndarray,
+        weight_rows: np.ndarray,
+    ) -> None:
+        """Per-step rows: `dense` tags on every row, `sparse` ones where finite; per-layer
+        gradient norms on every row, weight norms on `weight_rows`."""
+        self.writer.write_rows(steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows)
+        for tag, values in {**dense, **sparse}.items():
+            keep = np.isfinite(values) if tag in sparse else slice(None)
+            self.memory.add_series(sig.OUR_SCALARS[tag], steps[keep], values[keep])
+        self.memory.add_layer_series(sig.LAYER_GRAD_NORM, steps, layer_grad_norm)
+        self.memory.add_layer_series(sig.LAYER_WEIGHT_NORM, steps[weight_rows], layer_weight_norm[weight_rows])
+
+    def vectors(self, tag: str, steps: np.ndarray, rows: np.ndarray) -> None:
+        """Per-layer vectors written on some steps only (update ratios, non-finite counts)."""
+        for step, row in zip(steps, rows):
+            self.writer.write_vector(tag, int(step), row)
+        if len(steps):
+            self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps, rows)
+
+    def epoch(self, step: int, epoch: int, logs: dict[str, float]) -> None:
+        """Keras' epoch logs (loss, metrics, validation) as `health/epoch/<key>`."""
+        values = {tags.epoch_tag(key): value for key, value in logs.items()}
+        self.writer.write_scalars(step, {**values, tags.epoch_tag("epoch"): float(epoch + 1)})
+        for tag, value in values.items():
+            if tag in sig.OUR_SCALARS:
+                self.memory.add_series(sig.OUR_SCALARS[tag], [step], [value])
+
+    def event(self, event: Event) -> None:
+        """An event for the log (at the next `write_events`) and, as a reader will see it, for the engine."""
+        self.pending.append(event)
+        try:
+            self.memory.add_event(parse_event(json.loads(json.dumps(finite_json(event.to_json())))))
+        except payload.Invalid:  # a reader would drop it too
+            logger.debug("tb-trainhealth: event %r does not read back", event)
+
+    def write_events(self, step: int) -> None:
+        """The pending events as one record, flushed. One record per step, steps strictly
+        increasing: TensorBoard's Rust loader keeps only the last record of a repeated step
+        (each event carries its own true step)."""
+        if not self.pending:
+            return
+        step = max(step, self._last_event_step + 1)
+        self.writer.write_json(tags.TAG_EVENTS, step, [event.to_json() for event in self.pending])
+        self._last_event_step = step
+        self.pending = []
+
+    def signals(self) -> RunSignals:
+        return self.memory.signals()
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close_when_idle(self) -> None:
+        """Flush now; close the event file unless another fit starts within CLOSE_IDLE_SECONDS."""
+        self.flush()
+        with self._lock:
+            if self._writer is None or self._closing is not None:
+                return
+            self._closing = threading.Timer(CLOSE_IDLE_SECONDS, self._close_if_idle)
+            self._closing.daemon = True
+            self._closing.start()
+
+    def _close_if_idle(self) -> None:
+        with self._lock:
+            if self._closing is None or self._closing is not threading.current_thread():
+                return  # a new fit took the writer meanwhile
+            writer, self._writer, self._closing = self._writer, None, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # (flushed already; on a background thread: nothing to break)
+                logger.warning("tb-trainhealth: could not close the event file in %s", self._log_dir, exc_info=True)

@@ -1,0 +1,219 @@
+"""Events: the discrete records under `tags.TAG_EVENTS`, one typed payload per kind.
+
+The callback builds these objects and writes `to_json()` of each (a JSON list per
+record); readers turn what they read back into the same objects with `parse_event`,
+once. The online engine gets the very objects the callback wrote. A valid event has a
+known kind and a step (an int >= 0, never a bool); anything else is not an event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from tb_trainhealth.contract import payload
+from tb_trainhealth.contract.vocab import LintCheck, LossKind, Name, PipelineCheck
+
+
+class EventKind(Name):
+    NONFINITE = "nonfinite"
+    NAN_ORIGIN = "nan_origin"
+    LINT = "lint"
+    PIPELINE_LINT = "pipeline_lint"
+    ACTIVATIONS = "activations"
+    CRASH = "crash"
+    OOM = "oom"
+    FINDING = "finding"
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """Base of every event: where in training it happened."""
+
+    kind: ClassVar[EventKind]
+    # Events that sample the state of training, like a series point (cut with the series
+    # when a run is judged up to a step), rather than one-off records.
+    measurement: ClassVar[bool] = False
+    # Worth a diagnosis at once: a finding should not wait for the next scheduled one.
+    urgent: ClassVar[bool] = False
+
+    step: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
+            raise payload.Invalid(f"{type(self).__name__}: step must be an int >= 0, got {self.step!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, **payload.to_json(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class NonfiniteEvent(Event):
+    """The first step whose loss, gradients or weights held NaN/Inf (one event per `where`)."""
+
+    kind: ClassVar[EventKind] = EventKind.NONFINITE
+    urgent: ClassVar[bool] = True
+
+    where: str  # "loss", "gradients" or "weights"
+    layers: tuple[str, ...] = ()  # the layers hit at that step
+    count: float | None = None  # non-finite gradient elements (where == "gradients")
+    replicas: tuple[int, ...] = ()  # replicas whose own gradients were non-finite, before the all-reduce
+
+
+@dataclasses.dataclass(frozen=True)
+class NanOriginEvent(Event):
+    """Where the first NaN came from, found by replaying its batch (see callback/nan_origin.py)."""
+
+    kind: ClassVar[EventKind] = EventKind.NAN_ORIGIN
+
+    where: str  # "input", "labels", "weights", "forward", "loss" or "unknown"
+    layer: str | None = None
+    op: str | None = None
+    message: str | None = None  # TensorFlow's check_numerics message
+    count: int | None = None  # NaN/Inf values in the batch (input, labels)
+    position: tuple[int, ...] = ()  # (batch row, index...) of the first one
+    layers: tuple[str, ...] = ()  # layers with non-finite weights (where == "weights")
+
+
+@dataclasses.dataclass(frozen=True)
+class LintEvent(Event):
+    """A train-start check of the model or the first batches; fields by check."""
+
+    kind: ClassVar[EventKind] = EventKind.LINT
+    urgent: ClassVar[bool] = True
+
+    check: LintCheck
+    layer: str | None = None
+    activation: str | None = None
+    loss: LossKind | None = None
+    from_logits: bool | None = None
+    units: int | None = None
+    rate: float | None = None  # dropout
+    output_range: tuple[float | None, ...] = ()  # (low, high) of the output activation; None: unbounded
+    label_min: float | None = None
+    label_max: float | None = None
+    label_shape: tuple[int, ...] = ()
+    classes: int | None = None  # class ids the labels look like
+    share: float | None = None  # single_class: share of the top class
+    labels: int | None = None  # single_class: labels sampled
+    label_class: int | None = dataclasses.field(default=None, metadata={"key": "class"})
+    batches: int | None = None  # batches sampled
+    input_value: float | None = None  # constant_input
+    input_rms: float | None = None
+    input_min: float | None = None
+    input_max: float | None = None
+    class_counts: tuple[float, ...] = ()  # label_statistics, classification
+    count: int | None = None  # label_statistics, regression / binary: targets sampled
+    mean: float | None = None
+    variance: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineLintEvent(Event):
+    """A tf.data pipeline built in a known-slow or wrong way (callback/pipeline_lint.py)."""
+
+    kind: ClassVar[EventKind] = EventKind.PIPELINE_LINT
+    urgent: ClassVar[bool] = True
+
+    check: PipelineCheck
+    stage: str | None = None  # the dataset op at fault
+    method: str | None = None
+    ops: tuple[str, ...] = ()
+    buffer_size: int | None = None
+    elements: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerActivations:
+    activation: str = "?"
+    units: int | None = None
+    dead: float | None = None  # ReLU: share of units off for >99% of the probe batch
+    saturated: float | None = None  # sigmoid/tanh: share of units in their flat regions
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationsEvent(Event):
+    """Per-layer activation shares on the probe batch (dead_relu, saturated_activation)."""
+
+    kind: ClassVar[EventKind] = EventKind.ACTIVATIONS
+    measurement: ClassVar[bool] = True
+
+    layers: dict[str, LayerActivations]
+    epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashEvent(Event):
+    """An exception that ended training, recorded before it propagated."""
+
+    kind: ClassVar[EventKind] = EventKind.CRASH
+    urgent: ClassVar[bool] = True
+
+    error_type: str = "Exception"
+    message: str = ""
+    phase: str | None = None  # "training", "validation", "fit"
+    epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class OomEvent(Event):
+    """An out-of-memory error caught by `tb_trainhealth.fit` (retried unless next_batch_size is None)."""
+
+    kind: ClassVar[EventKind] = EventKind.OOM
+    urgent: ClassVar[bool] = True
+
+    batch_size: int | None = None
+    next_batch_size: int | None = None
+    memory_mb: float | None = None
+    epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FindingEvent(Event):
+    """A finding the callback reported live (`Finding.to_dict()`), kept for the record."""
+
+    kind: ClassVar[EventKind] = EventKind.FINDING
+
+    finding: dict[str, Any]
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.kind.value: cls
+    for cls in (
+        NonfiniteEvent,
+        NanOriginEvent,
+        LintEvent,
+        PipelineLintEvent,
+        ActivationsEvent,
+        CrashEvent,
+        OomEvent,
+        FindingEvent,
+    )
+}
+
+
+class UnknownEvent(payload.Invalid):
+    """A well-formed event this reader does not know: a kind or a check added by a newer
+    writer. Readers skip it without a word (a newer callback must not look like a broken log)."""
+
+
+_CHECKS = {EventKind.LINT.value: LintCheck, EventKind.PIPELINE_LINT.value: PipelineCheck}
+
+
+def parse_event(raw: Any) -> Event:
+    """The event a decoded JSON object describes; raises UnknownEvent for a kind or check this
+    version does not know, payload.Invalid for anything else that is not a valid event."""
+    if not isinstance(raw, dict):
+        raise payload.Invalid(f"expected an object, got {type(raw).__name__}")
+    kind, check = raw.get("kind"), raw.get("check")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        if isinstance(kind, str):
+            raise UnknownEvent(f"unknown event kind {kind[:40]!r}")
+        raise payload.Invalid(f"event kind {str(kind)[:40]!r}")
+    if kind in _CHECKS and isinstance(check, str) and check not in {c.value for c in _CHECKS[kind]}:
+        raise UnknownEvent(f"unknown {kind} check {check[:40]!r}")
+    try:
+        return payload.parse(cls, raw)
+    except (TypeError, ValueError) as err:  # (step checked in __post_init__)
+        raise payload.Invalid(str(err)) from err

@@ -1,0 +1,47 @@
+"""RunInfo: the model description written once per `fit` under `tags.TAG_RUN_INFO`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tb_trainhealth.contract import payload
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerInfo:
+    """A layer with trainable weights, in the order of the per-layer vectors' values."""
+
+    name: str = "?"
+    params: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSource:
+    """What `fit` trained on: "tf.data", "arrays", "PyDataset", "generator", ..."""
+
+    type: str = "?"
+    workers: int | None = None  # PyDataset only
+    use_multiprocessing: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    schema: int | None = None
+    model: str | None = None
+    optimizer: str | None = None
+    loss: str | None = None  # as compiled: a name, a class name or a function name
+    loss_scale: bool = False  # mixed precision's LossScaleOptimizer
+    layers: tuple[LayerInfo, ...] = ()
+    steps_per_execution: int = 1
+    input_wait_measured: bool = False
+    input: InputSource | None = None
+    start_step: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return payload.to_json(self)
+
+    @classmethod
+    def parse(cls, raw: Any) -> RunInfo:
+        """Never fails on a JSON object: each unusable field keeps its default."""
+        return payload.parse(cls, raw)

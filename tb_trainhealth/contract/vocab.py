@@ -1,0 +1,118 @@
+"""Names both sides must spell the same: lint checks, pipeline checks, loss kinds.
+
+The write side sets them, the rules look them up: an enum here instead of a string
+literal typed on each side. Values are what is written to disk: never rename one.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Name(str, enum.Enum):
+    """A name written to disk: compares, hashes, prints and serializes as its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class LintCheck(Name):
+    """Train-start checks of the model and the first batches (`lint` events)."""
+
+    # The last layer against the loss (rules/model_lint.py: output_loss_mismatch).
+    PROBABILITIES_AS_LOGITS = "probabilities_as_logits"
+    LOGITS_AS_PROBABILITIES = "logits_as_probabilities"
+    SOFTMAX_SINGLE_UNIT = "softmax_single_unit"
+    SIGMOID_WITH_CATEGORICAL = "sigmoid_with_categorical"
+    RELU_WITH_CROSS_ENTROPY = "relu_with_cross_entropy"
+    TARGETS_OUT_OF_OUTPUT_RANGE = "targets_out_of_output_range"
+    # Layer settings (model_config).
+    HIGH_DROPOUT = "high_dropout"
+    DROPOUT_AFTER_OUTPUT = "dropout_after_output"
+    # Labels against the loss (label_problem).
+    INTEGER_LABELS_FOR_CATEGORICAL = "integer_labels_for_categorical"
+    ONEHOT_LABELS_FOR_SPARSE = "onehot_labels_for_sparse"
+    LABEL_OUT_OF_RANGE = "label_out_of_range"
+    LABELS_OUTSIDE_UNIT_INTERVAL = "labels_outside_unit_interval"
+    SINGLE_CLASS = "single_class"
+    # Inputs (unnormalized_input).
+    CONSTANT_INPUT = "constant_input"
+    UNNORMALIZED_INPUT = "unnormalized_input"
+    # Not a problem: what the first batches' labels look like (class counts or target moments).
+    LABEL_STATISTICS = "label_statistics"
+
+
+class PipelineCheck(Name):
+    """Checks of the user's tf.data pipeline at train start (`pipeline_lint` events)."""
+
+    NO_PREFETCH = "no_prefetch"
+    SEQUENTIAL_MAP = "sequential_map"
+    CACHE_AFTER_AUGMENTATION = "cache_after_augmentation"
+    EXPENSIVE_MAP_NOT_CACHED = "expensive_map_not_cached"
+    SHUFFLE_AFTER_BATCH = "shuffle_after_batch"
+    SMALL_SHUFFLE_BUFFER = "small_shuffle_buffer"
+    PER_ELEMENT_MAP = "per_element_map"
+
+
+class LossKind(Name):
+    """Keras' built-in losses the checks understand, by their canonical function name."""
+
+    SPARSE_CATEGORICAL_CROSSENTROPY = "sparse_categorical_crossentropy"
+    CATEGORICAL_CROSSENTROPY = "categorical_crossentropy"
+    BINARY_CROSSENTROPY = "binary_crossentropy"
+    MEAN_SQUARED_ERROR = "mean_squared_error"
+    MEAN_ABSOLUTE_ERROR = "mean_absolute_error"
+    HUBER = "huber"
+    MEAN_SQUARED_LOGARITHMIC_ERROR = "mean_squared_logarithmic_error"
+    LOG_COSH = "log_cosh"
+    MEAN_ABSOLUTE_PERCENTAGE_ERROR = "mean_absolute_percentage_error"
+
+    @property
+    def keras_class(self) -> str:
+        """The `keras.losses` class name, for fixes to paste."""
+        return _KERAS_CLASS[self]
+
+    @property
+    def is_probabilistic(self) -> bool:
+        return self in PROBABILISTIC_LOSSES
+
+    @classmethod
+    def named(cls, name: str) -> LossKind | None:
+        """A loss given to `compile` as a string (`"mse"`, `"sparse_categorical_crossentropy"`)."""
+        name = name.lower()
+        try:
+            return cls(_ALIASES.get(name, name))
+        except ValueError:
+            return None
+
+    @classmethod
+    def of_class(cls, class_name: str) -> LossKind | None:
+        """A loss given as a `keras.losses` instance, by its class name (`"MeanSquaredError"`)."""
+        return next((kind for kind in cls if kind.keras_class == class_name), None)
+
+
+PROBABILISTIC_LOSSES = frozenset(
+    {LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, LossKind.CATEGORICAL_CROSSENTROPY, LossKind.BINARY_CROSSENTROPY}
+)
+CATEGORICAL_LOSSES = frozenset({LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, LossKind.CATEGORICAL_CROSSENTROPY})
+REGRESSION_LOSSES = frozenset(kind for kind in LossKind if kind not in PROBABILISTIC_LOSSES)
+
+_KERAS_CLASS = {
+    LossKind.SPARSE_CATEGORICAL_CROSSENTROPY: "SparseCategoricalCrossentropy",
+    LossKind.CATEGORICAL_CROSSENTROPY: "CategoricalCrossentropy",
+    LossKind.BINARY_CROSSENTROPY: "BinaryCrossentropy",
+    LossKind.MEAN_SQUARED_ERROR: "MeanSquaredError",
+    LossKind.MEAN_ABSOLUTE_ERROR: "MeanAbsoluteError",
+    LossKind.HUBER: "Huber",
+    LossKind.MEAN_SQUARED_LOGARITHMIC_ERROR: "MeanSquaredLogarithmicError",
+    LossKind.LOG_COSH: "LogCosh",
+    LossKind.MEAN_ABSOLUTE_PERCENTAGE_ERROR: "MeanAbsolutePercentageError",
+}
+_ALIASES = {
+    "mse": "mean_squared_error",
+    "mae": "mean_absolute_error",
+    "msle": "mean_squared_logarithmic_error",
+    "mape": "mean_absolute_percentage_error",
+    "logcosh": "log_cosh",
+    "huber_loss": "huber",
+}

@@ -1,0 +1,116 @@
+"""The contract's typed payloads: every event kind reads back as written, bad records are
+refused in one place, and records written by earlier versions (schema 1) still read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tb_trainhealth.contract import payload
+from tb_trainhealth.contract.events import (
+    EVENT_TYPES,
+    ActivationsEvent,
+    CrashEvent,
+    LayerActivations,
+    LintEvent,
+    NanOriginEvent,
+    NonfiniteEvent,
+    OomEvent,
+    PipelineLintEvent,
+    parse_event,
+)
+from tb_trainhealth.contract.run_info import InputSource, LayerInfo, RunInfo
+from tb_trainhealth.contract.vocab import LintCheck, LossKind, PipelineCheck
+
+EXAMPLES = [
+    NonfiniteEvent(38, "gradients", layers=("dense",), count=12.0, replicas=(1,)),
+    NanOriginEvent(4, "input", count=1, position=(7, 5)),
+    LintEvent(0, LintCheck.SINGLE_CLASS, label_class=3, share=0.995, labels=640, batches=20),
+    LintEvent(0, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE, loss=LossKind.MEAN_SQUARED_ERROR, output_range=(0.0, None)),
+    PipelineLintEvent(0, PipelineCheck.EXPENSIVE_MAP_NOT_CACHED, stage="ParallelMapDatasetV2", ops=("DecodeJpeg",)),
+    ActivationsEvent(128, {"dense": LayerActivations("relu", 32, dead=0.75)}, epoch=2),
+    CrashEvent(11, "InvalidArgumentError", "Incompatible shapes", "training", 0),
+    OomEvent(9, batch_size=8192, next_batch_size=4096, memory_mb=7900.0, epoch=0),
+]
+
+
+def test_every_kind_has_an_example():
+    assert {type(event) for event in EXAMPLES} | {EVENT_TYPES["finding"]} == set(EVENT_TYPES.values())
+
+
+@pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: e.kind.value)
+def test_an_event_reads_back_as_written_through_json(event):
+    assert parse_event(json.loads(json.dumps(event.to_json()))) == event
+
+
+def test_records_of_schema_1_as_the_first_release_wrote_them_still_read():
+    written = [  # verbatim shapes from tb-trainhealth 0.1.0 event files
+        {"kind": "nonfinite", "where": "gradients", "step": 38, "layers": ["dense"], "count": 12.0},
+        {"kind": "lint", "step": 0, "check": "label_statistics", "loss": "sparse_categorical_crossentropy",
+         "units": 10, "batches": 20, "class_counts": [64.0, 70.0]},
+        {"kind": "lint", "step": 0, "check": "single_class", "class": 3, "share": 1.0, "labels": 640, "batches": 20},
+        {"kind": "crash", "step": 3, "epoch": 0, "phase": "training", "error_type": "ValueError", "message": "m"},
+        {"kind": "activations", "step": 64, "epoch": 1, "layers": {"d": {"activation": "relu", "units": 8, "dead": 1.0}}},
+    ]  # fmt: skip
+    events = [parse_event(raw) for raw in written]
+    assert events[1].class_counts == (64.0, 70.0) and events[1].loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
+    assert events[2].label_class == 3 and events[4].layers["d"].dead == 1.0
+    info = RunInfo.parse({"schema": 1, "model": "m", "loss_scale": True, "layers": [{"name": "d", "params": 40}],
+                          "input": {"type": "PyDataset", "workers": 4, "use_multiprocessing": False}})  # fmt: skip
+    assert info.layers == (LayerInfo("d", 40),) and info.input == InputSource("PyDataset", 4, False) and info.loss_scale
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "nonfinite", "where": "loss"},  # no step
+        {"kind": "nonfinite", "where": "loss", "step": True},  # a bool is not a step
+        {"kind": "nonfinite", "where": "loss", "step": -1},
+        {"kind": "nonfinite", "where": "loss", "step": 2.0},
+        {"kind": "nonfinite", "step": 2},  # required field missing
+        {"kind": "lint", "step": 0, "check": ["x"]},  # unhashable check
+        {"kind": "lint", "step": 0, "check": "not_a_check"},
+        {"kind": "pipeline_lint", "step": 0, "check": {}},
+        {"kind": "from_the_future", "step": 0},
+        {"step": 0},
+        ["kind", "lint"],
+        "nonfinite",
+        None,
+    ],
+)
+def test_a_record_that_is_no_valid_event_is_refused(raw):
+    with pytest.raises(payload.Invalid):
+        parse_event(raw)
+
+
+def test_an_odd_optional_field_costs_that_field_not_the_event():
+    event = parse_event({"kind": "oom", "step": 5, "batch_size": "big", "memory_mb": [1], "next_batch_size": 16})
+    assert event == OomEvent(5, batch_size=None, next_batch_size=16, memory_mb=None)
+    shares = parse_event({"kind": "activations", "step": 1, "layers": {"a": {"dead": "x"}, "b": 3}})
+    assert shares.layers == {"a": LayerActivations()}
+
+
+def test_names_print_and_serialize_as_their_values():
+    assert f"{LintCheck.SINGLE_CLASS}" == "single_class" == json.loads(json.dumps(LintCheck.SINGLE_CLASS))
+    assert LossKind.named("MSE") == LossKind.MEAN_SQUARED_ERROR and LossKind.named("my_loss") is None
+    assert LossKind.of_class("BinaryCrossentropy") == LossKind.BINARY_CROSSENTROPY
+
+
+def test_events_of_a_newer_writer_are_skipped_quietly_and_malformed_ones_counted():
+    from tb_trainhealth.contract.events import UnknownEvent
+    from tb_trainhealth.reader import _parse_events
+
+    with pytest.raises(UnknownEvent):
+        parse_event({"kind": "stall", "step": 3})
+    with pytest.raises(UnknownEvent):
+        parse_event({"kind": "lint", "step": 0, "check": "a_check_from_the_future"})
+    errors: list[str] = []
+    record = [{"kind": "stall", "step": 3}, {"kind": "oom", "step": -2}, {"kind": "oom", "step": 4}]
+    events = _parse_events([record, record], errors)  # written twice: counted once
+    assert events == [OomEvent(4)] and errors == ["1 unreadable tb-trainhealth event(s) ignored"]
+
+
+def test_fields_at_their_default_are_not_written():
+    assert NonfiniteEvent(3, "loss").to_json() == {"kind": "nonfinite", "step": 3, "where": "loss"}
+    assert RunInfo().to_json() == {}
