@@ -351,6 +351,91 @@ def softmax_with_from_logits(log_dir: str, seed: int = 0):
     return _fit(model, x, y, log_dir, epochs=3)
 
 
+# -- twins: a broken run and the healthy run it is easily mistaken for ----------------------
+def early_stopped_overfit(log_dir: str, seed: int = 0):
+    """The overfitting run with the callback practitioners add for it: handled, not a warning."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(300, 20, 4, seed, noise=1.5)
+    model = _mlp(20, 4, hidden=(256, 256))
+    model.compile(keras.optimizers.Adam(2e-3), SPARSE_CE, metrics=["accuracy"])
+    stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=3, restore_best_weights=True)
+    return _fit(model, x, y, log_dir, epochs=40, batch_size=16, validation_split=0.3, extra_callbacks=[stop])
+
+
+def cut_short(log_dir: str, seed: int = 0):
+    """Two epochs at a modest learning rate: the loss is still falling fast when training stops."""
+    keras.utils.set_random_seed(seed)
+    x, y = _regression(2000, 8, seed)
+    model = _mlp(8, 1, hidden=(32,), activation="tanh")
+    model.compile(keras.optimizers.Adam(3e-4), "mse")
+    return _fit(model, x, y, log_dir, epochs=2, batch_size=16)
+
+
+def converged_in_two_epochs(log_dir: str, seed: int = 0):
+    """Twin of cut_short: an easy task learnt within the first epoch, stopped after two."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(2000, 8, 3, seed, noise=0.2)
+    model = _mlp(8, 3, hidden=(32,))
+    model.compile(keras.optimizers.Adam(1e-2), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=2, batch_size=16)
+
+
+def _sequences(n: int, seed: int, steps: int = 20):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, steps, 4)).astype("float32")
+    return x, x[:, :, 0].sum(axis=1, keepdims=True).astype("float32") / np.sqrt(steps)
+
+
+def _rnn(recurrent_scale: float):
+    initializer = keras.initializers.Orthogonal(gain=recurrent_scale)
+    return keras.Sequential(
+        [
+            keras.Input((20, 4)),
+            keras.layers.SimpleRNN(32, activation="linear", recurrent_initializer=initializer),
+            keras.layers.Dense(1),
+        ]
+    )
+
+
+def rnn_exploding_to_nan(log_dir: str, seed: int = 0):
+    """A linear RNN whose recurrence grows each step: the gradients explode, then overflow to NaN."""
+    keras.utils.set_random_seed(seed)
+    x, y = _sequences(1024, seed)
+    model = _rnn(recurrent_scale=1.2)
+    model.compile(keras.optimizers.SGD(2e-4), "mse")
+    return _fit(model, x, y, log_dir, epochs=3)
+
+
+def rnn_clipped(log_dir: str, seed: int = 0):
+    """Twin of rnn_exploding_to_nan: a stable recurrence and clipped gradients."""
+    keras.utils.set_random_seed(seed)
+    x, y = _sequences(1024, seed)
+    model = _rnn(recurrent_scale=0.9)
+    model.compile(keras.optimizers.Adam(3e-3, clipnorm=1.0), "mse")
+    return _fit(model, x, y, log_dir, epochs=8)
+
+
+def rare_outliers(log_dir: str, seed: int = 0):
+    """Healthy: two outlier targets in 1,500 (real data has some). The batches that hold them
+    spike, and the loss is back at its level the next step: no warning."""
+    keras.utils.set_random_seed(seed)
+    x, y = _regression(1500, 6, seed)
+    y[[100, 900]] = 15.0  # targets are ~[-1, 1]
+    model = _mlp(6, 1, hidden=(64, 64), activation="tanh")
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=10, batch_size=16)
+
+
+def unstable_not_overfitting(log_dir: str, seed: int = 0):
+    """Adam at a learning rate of 0.1 on a small MLP: the validation loss jumps because the
+    weights are thrown around (loss_divergence / oscillation), not because it memorises."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4, hidden=(64, 64))
+    model.compile(keras.optimizers.Adam(0.1), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=20)
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     name: str
@@ -381,4 +466,11 @@ SCENARIOS = (
     Scenario("saturated_tanh", saturated_tanh, ("saturated_activation",)),
     Scenario("nan_in_layer", nan_in_layer, ("nonfinite",)),
     Scenario("softmax_with_from_logits", softmax_with_from_logits, ("output_loss_mismatch",)),
+    Scenario("early_stopped_overfit", early_stopped_overfit, ()),
+    Scenario("cut_short", cut_short, ("undertrained",)),
+    Scenario("converged_in_two_epochs", converged_in_two_epochs, ()),
+    Scenario("rnn_exploding_to_nan", rnn_exploding_to_nan, ("nonfinite",)),
+    Scenario("rnn_clipped", rnn_clipped, ()),
+    Scenario("rare_outliers", rare_outliers, ()),
+    Scenario("unstable_not_overfitting", unstable_not_overfitting, ("loss_divergence",)),
 )

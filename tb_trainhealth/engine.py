@@ -10,6 +10,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NonfiniteEvent
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.rules import RULES, RuleSpec
+from tb_trainhealth.rules.common_fixes import fit_to_run
 from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         if not any(f.code in rule.defers_to and f.severity >= rule.defers_to[f.code] for f in found)
         for finding in findings
     ]
+    findings = [fit_to_run(run, finding) for finding in findings]  # no fix for what the run already does
     return sorted(findings, key=lambda f: (-f.severity, f.step if f.step is not None else -1, f.code))
 
 

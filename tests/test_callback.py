@@ -279,6 +279,7 @@ def test_the_event_file_is_closed_after_fit_and_a_fit_that_follows_at_once_write
 
     closed = []
     original_close = health_writer.HealthWriter.close
+
     def close(writer):
         if writer._log_dir.startswith(str(tmp_path)):  # (other tests' callbacks close meanwhile)
             closed.append(writer)

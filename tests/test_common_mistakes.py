@@ -286,3 +286,26 @@ def test_undertrained_is_judged_at_the_end_and_never_stops_a_run_that_is_improvi
     history = model.fit(x, y, epochs=6, batch_size=64, validation_split=0.2, verbose=0, callbacks=[health])
     assert len(history.history["loss"]) == 6, [(f.code, f.title) for f in health.findings]  # not stopped for progress
     assert "undertrained" in {f.code for f in health.findings}  # but reported when it ended
+
+
+@pytest.mark.parametrize("scaled", [True, False], ids=["labels-divided-by-255", "healthy-twin"])
+def test_fractional_labels_for_a_sparse_loss_are_named_not_called_a_plateau(tmp_path, scaled):
+    """y / 255 given to a sparse cross-entropy: every label becomes class 0 when the loss casts it."""
+    y = (Y * 100 / 255).astype("float32") if scaled else Y
+    found = loud(train(tmp_path, mlp(CLASSES), sparse(), X, y))
+    if not scaled:
+        assert found == {}
+        return
+    finding = found["label_problem"]
+    assert finding.severity.label == "critical" and "Fractional labels" in finding.title
+    assert "class id(s)" in finding.title and "astype('int32')" in finding.fixes[0].code
+
+
+def test_one_sample_batches_are_judged_on_enough_samples(tmp_path):
+    """batch_size=1 on rows that are each constant (one value repeated): the first one-row batch
+    is "constant", the data is not; and per-sample losses swing without being spikes."""
+    values = rng.normal(size=(320, 1)).astype("float32")
+    x = np.repeat(values, FEATURES, axis=1)
+    y = (values[:, 0] > 0).astype("int32")
+    found = loud(train(tmp_path, mlp(2), sparse(), x, y, epochs=2, batch_size=1, lr=1e-3))
+    assert found == {}, {code: f.title for code, f in found.items()}

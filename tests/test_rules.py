@@ -45,11 +45,27 @@ def test_divergence_found_with_onset_at_the_turn():
     assert finding.code == "loss_divergence" and 570 <= finding.step <= 630
 
 
-def test_single_spike_above_start_is_divergence_warning():
+def test_a_spike_the_loss_shrugs_off_is_info_and_one_it_stays_up_after_is_a_warning():
     loss = healthy_loss(1000)
-    loss[700] = 50.0
+    loss[700] = 50.0  # 20x the starting loss, back at its level the next step
     (finding,) = check_loss_divergence(run_with(loss=loss))
-    assert finding.step == 701 and "spiked" in finding.title
+    assert finding.step == 701 and "spiked" in finding.title and finding.severity == Severity.INFO
+    loss[701:760] *= 30  # ...and now the loss stays up after it for a while
+    (finding,) = check_loss_divergence(run_with(loss=loss))
+    assert finding.step == 701 and finding.severity == Severity.WARNING and "stayed up" in finding.detail
+
+
+def test_a_spike_tiny_on_the_losss_own_scale_is_not_a_finding():
+    """Converged near 5e-4, one batch at 7e-3 (a 14x spike, far below where the loss started)."""
+    loss = 5e-4 + 2e-3 * np.exp(-np.arange(1000) / 100) * np.exp(0.1 * RNG.normal(size=1000))
+    loss[800] = 7e-3
+    assert check_loss_divergence(run_with(loss=loss)) == []
+
+
+def test_per_sample_loss_noise_is_not_a_spike():
+    """batch_size=1: cross-entropy per sample swings over orders of magnitude around its median."""
+    loss = 0.3 * np.exp(1.5 * RNG.normal(size=2000))
+    assert check_loss_divergence(run_with(loss=loss)) == []
 
 
 def test_noise_near_convergence_is_not_a_spike():
@@ -83,6 +99,17 @@ def test_overfitting_needs_rising_val_and_falling_train():
     assert finding.step == 5  # the epoch with the best validation loss
     flat_val = np.linspace(1.0, 0.5, 12) + 0.02 * RNG.normal(size=12)
     assert check_overfitting(run_with(epoch_loss=train, epoch_val_loss=flat_val)) == []
+
+
+def test_validation_loss_thrown_up_by_unstable_training_is_not_overfitting():
+    """Adam at a learning rate of 0.1: validation loss from 4.6e-06 to 2.17, the training loss
+    thrown up too. That is instability (loss_divergence says so), not memorising."""
+    train = np.array([0.5, 0.1, 0.01, 1e-4, 1e-5, 0.8, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01])
+    val = np.array([0.5, 0.1, 0.01, 1e-4, 4.6e-6, 2.17, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8])
+    assert check_overfitting(run_with(epoch_loss=train, epoch_val_loss=val)) == []
+    steady_train = np.geomspace(0.5, 1e-7, 12)  # the same validation curve, training loss never jumped
+    (finding,) = check_overfitting(run_with(epoch_loss=steady_train, epoch_val_loss=val))
+    assert "from 4.6e-06 to 2.8" in finding.title  # a value, not "up 60869465%"
 
 
 def test_exploding_gradients_onset_and_severity():
@@ -120,6 +147,22 @@ def test_nonfinite_from_events_and_from_plain_loss_series():
     loss[70:] = np.nan
     (finding,) = check_nonfinite(run_with(epoch_loss=loss))
     assert finding.step == 71
+
+
+@pytest.mark.parametrize("explodes", [True, False], ids=["exploded-then-nan", "nan-out-of-the-blue"])
+def test_nonfinite_names_exploding_gradients_before_it_and_puts_clipping_first(explodes):
+    grad = np.ones(60) * np.exp(0.1 * RNG.normal(size=60))
+    if explodes:
+        grad[50:53] = [30.0, 3e3, 4e5]  # an RNN's norms: orders of magnitude in a few steps
+    grad[53:] = np.nan
+    loss = healthy_loss(60)
+    loss[53:] = np.nan
+    (finding,) = check_nonfinite(run_with(loss=loss, grad_norm=grad))
+    assert finding.step == 54
+    assert ("after the gradients exploded" in finding.title) == explodes
+    assert ("Exploding gradients first" in finding.detail) == explodes
+    if explodes:
+        assert finding.fixes[0].code and "clipnorm" in finding.fixes[0].code
 
 
 def test_rules_after_nan_see_only_data_before_it():
@@ -259,26 +302,56 @@ def epochs_run(train: np.ndarray, val: np.ndarray | None) -> RunSignals:
     return RunSignals("r", series=series)
 
 
+CREEPING = np.r_[1.0, 0.5, 0.3, 0.22, 0.2 * 0.93 ** np.arange(1, 6)]  # -7%/epoch at 15% of its start
+
+
 @pytest.mark.parametrize(
-    ("train", "val", "fires"),
+    ("train", "val", "severity"),
     [
-        (2.0 * 0.9 ** np.arange(8), 2.1 * 0.92 ** np.arange(8), True),  # cut short: -8%/epoch to the end
-        (0.3 + 2.0 * np.exp(-np.arange(20)), 0.35 + 2.0 * np.exp(-np.arange(20)), False),  # converged
-        (2.0 * 0.5 ** np.arange(20), 2.0 * 0.5 ** np.arange(20), False),  # fitted to ~0: nothing left to gain
-        (2.0 * 0.9 ** np.arange(8), None, False),  # no validation: not judged
-        (2.0 * 0.9 ** np.arange(8), [*(2.0 * 0.9 ** np.arange(4)), 1.5, 1.6, 1.55, 1.7], False),  # val turned
-        (2.0 * 0.9 ** np.arange(3), 2.0 * 0.9 ** np.arange(3), False),  # too few epochs
+        (2.0 * 0.9 ** np.arange(8), 2.1 * 0.92 ** np.arange(8), Severity.WARNING),  # cut short: -8%/epoch
+        (0.3 + 2.0 * np.exp(-np.arange(20)), 0.35 + 2.0 * np.exp(-np.arange(20)), None),  # converged
+        (2.0 * 0.5 ** np.arange(20), 2.0 * 0.5 ** np.arange(20), None),  # fitted to ~0: nothing left to gain
+        ([2.0, 0.3, 0.08, 0.04, 0.02, 0.01], [2.0, 0.3, 0.09, 0.05, 0.03, 0.02], None),  # halving near zero
+        (CREEPING, CREEPING * 1.1, Severity.INFO),  # still creeping down: worth knowing, no action
+        (2.0 * 0.9 ** np.arange(8), None, None),  # no validation: not judged
+        (2.0 * 0.9 ** np.arange(8), [*(2.0 * 0.9 ** np.arange(4)), 1.5, 1.6, 1.55, 1.7], None),  # val turned
+        (2.0 * 0.9 ** np.arange(3), 2.0 * 0.9 ** np.arange(3), None),  # three epochs, no per-step loss
     ],
-    ids=["cut-short", "converged", "fitted-to-zero", "no-validation", "val-turned", "three-epochs"],
-)
-def test_undertrained(train, val, fires):
+    ids=[
+        "cut-short", "converged", "fitted-to-zero", "halving-near-zero", "creeping", "no-validation",
+        "val-turned", "three-epochs",
+    ],
+)  # fmt: skip
+def test_undertrained(train, val, severity):
     from tb_trainhealth.rules.undertrained import check_undertrained
 
     val = None if val is None else np.asarray(val, dtype=np.float64)
     found = check_undertrained(epochs_run(np.asarray(train, dtype=np.float64), val))
-    assert bool(found) == fires
-    if fires:
-        assert found[0].severity == Severity.WARNING and "per epoch" in found[0].title
+    assert [f.severity for f in found] == ([severity] if severity is not None else [])
+    if found:
+        assert "per epoch" in found[0].title
+
+
+def test_undertrained_saturated_accuracy_is_converged():
+    from tb_trainhealth.rules.undertrained import check_undertrained
+
+    run = epochs_run(2.0 * 0.9 ** np.arange(8), 2.1 * 0.92 ** np.arange(8))
+    steps = run.series[sig.EPOCH_LOSS].steps
+    run.series[sig.EPOCH_ACCURACY] = run.series[sig.EPOCH_VAL_ACCURACY] = Series.of(steps, np.ones(8))
+    assert check_undertrained(run) == []
+
+
+@pytest.mark.parametrize(("decay_steps", "fires"), [(300.0, True), (40.0, False)], ids=["cut-short", "converged"])
+def test_undertrained_two_epochs_judged_from_the_per_step_loss(decay_steps, fires):
+    from tb_trainhealth.rules.undertrained import check_undertrained
+
+    steps = np.arange(1, 201)
+    loss = (0.1 + 2.0 * np.exp(-steps / decay_steps)) * np.exp(0.02 * RNG.normal(size=200))
+    run = run_with(loss=loss)
+    run.series[sig.EPOCH_LOSS] = Series.of([100, 200], [loss[:100].mean(), loss[100:].mean()])
+    run.series[sig.EPOCH_VAL_LOSS] = Series.of([100, 200], [loss[99] * 1.1, loss[199] * 1.1])
+    found = check_undertrained(run)
+    assert [f.severity for f in found] == ([Severity.WARNING] if fires else [])
 
 
 @pytest.mark.parametrize(("level", "fires"), [(1.0986, True), (1.09, True), (0.9, False), (0.5, False)])
@@ -372,3 +445,21 @@ def test_memory_growth_needs_a_steady_climb_not_a_one_off_jump(host_memory_mb, f
     found = check_memory_growth(run_with(host_memory_mb=host_memory_mb))
     assert [f.code for f in found] == (["memory_growth"] if fires else [])
     assert codes(run_with(host_memory_mb=host_memory_mb)) == ({"memory_growth"} if fires else set())
+
+
+def test_fixes_are_fitted_to_what_the_run_already_does():
+    from tb_trainhealth.contract.run_info import CallbackInfo
+    from tb_trainhealth.findings import Evidence, Finding, Fix
+    from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, RESTORE_BEST_FIX, fit_to_run
+
+    stop = Fix("Stop early.", "keras.callbacks.EarlyStopping(monitor='val_loss', patience=3)")
+    finding = Finding("x", Severity.WARNING, 1, "t", "d", Evidence(("loss",)), (CLIP_FIX, LR_FIX_LOWER, stop))
+    run = run_with(learning_rate=np.full(10, 1e-5))
+    run.info = RunInfo(optimizer="SGD", clips_gradients=True, callbacks=(CallbackInfo("EarlyStopping", False),))
+    fixes = fit_to_run(run, finding).fixes
+    assert fixes[0] == RESTORE_BEST_FIX  # it stops early already, but keeps the last weights
+    assert "already clipped" in fixes[1].text and "clipnorm" not in fixes[1].code
+    assert "keras.optimizers.SGD(learning_rate=1e-06)" in fixes[1].code and "# was 1e-05" in fixes[1].code
+    assert not any("EarlyStopping(monitor='val_loss', patience=3)" in (f.code or "") for f in fixes)
+    assert len(fixes) == len(set(fixes))  # the clip fix became the lower-rate one: listed once
+    assert fit_to_run(run_with(loss=np.ones(5)), finding) == finding  # nothing known: unchanged

@@ -58,3 +58,24 @@ def test_overfitting_onset_is_the_best_validation_epoch(scenario_logdir, scenari
     val = signals.series["epoch_val_loss"]
     finding = loud(scenario_findings["overfitting"])["overfitting"]
     assert finding.step == int(val.steps[val.values.argmin()])
+
+
+def test_gradients_that_explode_into_nan_are_named_as_the_cause(scenario_findings):
+    finding = loud(scenario_findings["rnn_exploding_to_nan"])["nonfinite"]
+    assert "after the gradients exploded" in finding.title and "Exploding gradients first" in finding.detail
+    assert "clipnorm" in finding.fixes[0].code
+
+
+def test_early_stopping_is_known_and_never_suggested_again(scenario_logdir, scenario_findings):
+    from tb_trainhealth.contract.events import FitEndEvent
+
+    signals = read_logdir(scenario_logdir)["early_stopped_overfit"]
+    assert any(c.name == "EarlyStopping" and c.restore_best_weights for c in signals.info.callbacks)
+    (end,) = signals.events_of(FitEndEvent)
+    assert end.stopped_early and end.stopped_by == ("EarlyStopping",) and end.epochs_run < end.epochs_planned
+    for finding in scenario_findings["early_stopped_overfit"]:
+        assert not any(fix.code and "EarlyStopping(" in fix.code for fix in finding.fixes), finding
+
+
+def test_a_validation_loss_thrown_up_by_instability_is_not_called_overfitting(scenario_findings):
+    assert "overfitting" not in {f.code for f in scenario_findings["unstable_not_overfitting"]}

@@ -59,6 +59,8 @@ MAX_TRACKED_CLASSES = 1000
 # The activation probe's batch grows from the first batches to at least this many samples,
 # so a small batch size still gives each unit enough chances to fire.
 PROBE_SAMPLES = 64
+# The input scale is judged once the first batches hold this many samples together.
+SCALE_SAMPLES = 32
 
 
 def _split(batch: Any) -> tuple[Any, Any]:
@@ -125,6 +127,10 @@ def check_labels(
     # One-hot rows are as wide as the output; sparse labels of sequences or images also have
     # extra axes, but their last axis is time or width.
     sparse = loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
+    if sparse and np.issubdtype(labels.dtype, np.floating) and not _is_integral(labels):
+        # The sparse loss casts labels to integer class ids: 0.3 and 0.9 both become class 0.
+        classes = int(np.unique(np.floor(labels[np.isfinite(labels)])).size)
+        return found(LintCheck.FRACTIONAL_SPARSE_LABELS, classes)
     if sparse and labels.ndim >= 2 and labels.shape[-1] == units:
         rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
         if rows_one_hot:
@@ -222,6 +228,7 @@ class BatchLint:
         self._class_counts: np.ndarray | None = None
         self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
         self._statistics_given = False
+        self._scale_checked = False
         self.first_inputs: Any = None  # the first batches' inputs: the activation probe's batch
 
     @property
@@ -236,12 +243,25 @@ class BatchLint:
         events: list[LintEvent] = []
         self._grow_probe_batch(inputs)
         if self.batches_seen == 1:
-            events += self._first_batch(_as_array(inputs), labels)
+            events += self._first_batch(labels)
+        if not self._scale_checked and (self._probe_samples() >= SCALE_SAMPLES or self.done):
+            events += self._input_scale()
         if labels is not None and self.loss is not None:
             self._gather(labels)
         if self.batches_seen == LABEL_BATCHES:
             events += self.label_statistics()
         return events
+
+    def _probe_samples(self) -> int:
+        first = tf.nest.flatten(self.first_inputs)[0] if self.first_inputs is not None else None
+        return int(first.shape[0] or 0) if tf.is_tensor(first) else 0
+
+    def _input_scale(self) -> list[LintEvent]:
+        """Input scale, judged on the first batches together (SCALE_SAMPLES samples, or what the
+        fit had): with batch_size=1 one row that happens to be constant says nothing."""
+        self._scale_checked = True
+        inputs = _as_array(self.first_inputs)
+        return check_input_scale(self.model, inputs) if inputs is not None else []
 
     def _grow_probe_batch(self, inputs: Any) -> None:
         if self.first_inputs is None:
@@ -255,10 +275,8 @@ class BatchLint:
         except Exception:
             return
 
-    def _first_batch(self, inputs: np.ndarray | None, labels: np.ndarray | None) -> list[LintEvent]:
+    def _first_batch(self, labels: np.ndarray | None) -> list[LintEvent]:
         events = []
-        if inputs is not None:
-            events += check_input_scale(self.model, inputs)
         if labels is not None and self.loss is not None:
             events += check_labels(self.loss, self.units, labels, self.ignore_class)
             if self.activation is not None:
@@ -322,5 +340,5 @@ class BatchLint:
         return []
 
     def finish(self) -> list[LintEvent]:
-        """The label statistics of a fit shorter than LABEL_BATCHES batches."""
-        return self.label_statistics()
+        """The input scale and label statistics of a fit shorter than the batches they sample."""
+        return ([] if self._scale_checked else self._input_scale()) + self.label_statistics()

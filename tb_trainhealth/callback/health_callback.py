@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth.callback import crash_guard
+from tb_trainhealth.callback import crash_guard, fit_context
 from tb_trainhealth.callback.fit_checks import FitChecks
 from tb_trainhealth.callback.input_probe import InputProbe
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
@@ -110,6 +110,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._crashed = False
         self._retrying = False
         self._said_lost_rows = False
+        self._fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
 
     @property
     def findings(self) -> list[Finding]:
@@ -153,7 +154,16 @@ class HealthCallback(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._checks is not None:
             self._checks.measure_activations(self._step, self._epoch, final=True)
+        self._record_fit_end()
         self._finish()
+
+    @guarded("epoch")
+    def _record_fit_end(self) -> None:
+        """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included)."""
+        if self._recording is not None:
+            self._count_steps()
+            end = fit_context.fit_end(self._step, self.model, self._fit_callbacks, self._epoch + 1, self.params or {})
+            self._recording.event(end)
 
     # -- set-up and tear-down -------------------------------------------------------
     def _start(self) -> None:
@@ -172,6 +182,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._install_probe(steps_per_call)
         self._wrap_step_functions()
         adapter = _quietly(training_data_adapter)
+        self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
@@ -187,6 +198,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _run_info(self, steps_per_call: int, adapter: Any) -> RunInfo:
         model, probe = self.model, self._probe
         layout = probe.layout if probe is not None else None
+        learning_rate, clips = fit_context.optimizer_settings(model.optimizer)
         return RunInfo(
             schema=tags.SCHEMA_VERSION,
             model=model.name,
@@ -198,6 +210,9 @@ class HealthCallback(keras.callbacks.Callback):
             input_wait_measured=self._input.enabled,
             input=describe_input(adapter) if adapter is not None else None,
             start_step=self._base_step,
+            learning_rate=learning_rate,
+            clips_gradients=clips,
+            callbacks=fit_context.describe_callbacks(self._fit_callbacks),
         )
 
     @guarded("gradients")

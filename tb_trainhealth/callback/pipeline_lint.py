@@ -12,12 +12,12 @@ a buffer as large as the dataset shuffles it perfectly).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
+from tb_trainhealth.callback.fit_context import fit_local
 from tb_trainhealth.contract.events import PipelineLintEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
@@ -293,25 +293,9 @@ _INPUT_TYPES = {
 }
 
 
-def training_data_adapter(max_depth: int = 12) -> Any | None:
-    """Keras' data adapter of the `fit()` that is calling us (from `on_train_begin`).
-
-    Keras gives callbacks the model but not the data; `fit()` holds it in its local
-    `epoch_iterator`, so we look for that frame on the stack. None when not found.
-    """
-    frame = inspect.currentframe()
-    try:
-        for _ in range(max_depth):
-            frame = frame.f_back if frame is not None else None
-            if frame is None:
-                return None
-            epoch_iterator = frame.f_locals.get("epoch_iterator")
-            adapter = getattr(epoch_iterator, "data_adapter", None)
-            if frame.f_code.co_name == "fit" and adapter is not None:
-                return adapter
-        return None
-    finally:
-        del frame
+def training_data_adapter() -> Any | None:
+    """Keras' data adapter of the `fit()` that is calling us (from `on_train_begin`), or None."""
+    return getattr(fit_local("epoch_iterator"), "data_adapter", None)
 
 
 def describe_input(adapter: Any) -> InputSource:

@@ -24,6 +24,7 @@ class EventKind(Name):
     CRASH = "crash"
     OOM = "oom"
     FINDING = "finding"
+    FIT_END = "fit_end"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +170,18 @@ class OomEvent(Event):
 
 
 @dataclasses.dataclass(frozen=True)
+class FitEndEvent(Event):
+    """How a fit ended: all its epochs, or stopped early (by EarlyStopping, stop_on, ...)."""
+
+    kind: ClassVar[EventKind] = EventKind.FIT_END
+
+    epochs_run: int | None = None
+    epochs_planned: int | None = None
+    stopped_early: bool = False  # model.stop_training was set
+    stopped_by: tuple[str, ...] = ()  # callbacks that can stop a fit and were there (EarlyStopping, ...)
+
+
+@dataclasses.dataclass(frozen=True)
 class FindingEvent(Event):
     """A finding the callback reported live (`Finding.to_dict()`), kept for the record."""
 
@@ -187,6 +200,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivationsEvent,
         CrashEvent,
         OomEvent,
+        FitEndEvent,
         FindingEvent,
     )
 }

@@ -26,6 +26,14 @@ class InputSource:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallbackInfo:
+    """Another callback of the same fit: what the user already does (no fix suggests it again)."""
+
+    name: str = "?"  # class name: "EarlyStopping", "ReduceLROnPlateau", ...
+    restore_best_weights: bool | None = None  # EarlyStopping
+
+
+@dataclasses.dataclass(frozen=True)
 class RunInfo:
     schema: int | None = None
     model: str | None = None
@@ -37,6 +45,12 @@ class RunInfo:
     input_wait_measured: bool = False
     input: InputSource | None = None
     start_step: int = 0
+    learning_rate: float | None = None  # at the start of the fit (a schedule's first value)
+    clips_gradients: bool = False  # the optimizer has clipnorm, global_clipnorm or clipvalue
+    callbacks: tuple[CallbackInfo, ...] = ()
+
+    def has_callback(self, name: str) -> bool:
+        return any(callback.name == name for callback in self.callbacks)
 
     def to_json(self) -> dict[str, Any]:
         return payload.to_json(self)

@@ -33,6 +33,7 @@ class LintCheck(Name):
     INTEGER_LABELS_FOR_CATEGORICAL = "integer_labels_for_categorical"
     ONEHOT_LABELS_FOR_SPARSE = "onehot_labels_for_sparse"
     LABEL_OUT_OF_RANGE = "label_out_of_range"
+    FRACTIONAL_SPARSE_LABELS = "fractional_sparse_labels"
     LABELS_OUTSIDE_UNIT_INTERVAL = "labels_outside_unit_interval"
     SINGLE_CLASS = "single_class"
     # Inputs (unnormalized_input).

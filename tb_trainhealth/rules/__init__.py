@@ -46,6 +46,18 @@ class RuleSpec:
 # input, so dead units and zero gradients below them follow from it.
 _CONSTANT_INPUT = {"unnormalized_input": Severity.CRITICAL}
 
+# A run that crashed, blew up, or was set up wrongly was not "stopped while improving": more
+# epochs are not the fix, the other finding's fix is.
+_BROKEN_SET_UP = {
+    "training_crash": Severity.CRITICAL,
+    "oom": Severity.CRITICAL,
+    "nonfinite": Severity.CRITICAL,
+    "loss_divergence": Severity.WARNING,
+    "output_loss_mismatch": Severity.WARNING,
+    "label_problem": Severity.CRITICAL,
+    "unnormalized_input": Severity.WARNING,
+}
+
 RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_nonfinite, ("nonfinite",), sees_past_nan=True),
     RuleSpec(check_exploding_gradients, ("exploding_gradients",)),
@@ -67,7 +79,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_input_pipeline_config, ("input_pipeline_config",)),
     RuleSpec(check_label_problem, ("label_problem",)),
     RuleSpec(check_unnormalized_input, ("unnormalized_input",)),
-    RuleSpec(check_undertrained, ("undertrained",), final_only=True),
+    RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
     RuleSpec(check_dead_relu, ("dead_relu",), defers_to=_CONSTANT_INPUT),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
 )

@@ -57,7 +57,7 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
     onset_index = int(np.argmax(smooth > start * EXPLODE_ONSET_RATIO))
     onset = int(steps[onset_index])
     peak_step = int(steps[int(np.argmax(smooth))])
-    layer = _first_layer_to_grow(run)
+    layer = first_layer_to_grow(run)
     severity = Severity.CRITICAL if ratio >= EXPLODE_CRITICAL_RATIO or overflowed else Severity.WARNING
     detail = (
         f"Global gradient norm grew {ratio:.3g}x: from {start:.3g} at the start to "
@@ -93,7 +93,8 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
     ]
 
 
-def _first_layer_to_grow(run: RunSignals) -> str | None:
+def first_layer_to_grow(run: RunSignals) -> str | None:
+    """The layer whose gradient norm passed EXPLODE_ONSET_RATIO times its start first."""
     layer_norms = run.layer_series.get(sig.LAYER_GRAD_NORM)
     if layer_norms is None or len(layer_norms) < MIN_POINTS or not run.layers:
         return None

@@ -24,7 +24,7 @@ from tb_trainhealth.rules.series_math import (
     rolling_median,
     smoothing_window,
     tail_level,
-    trailing_median,
+    trailing_percentile,
 )
 from tb_trainhealth.rules.training_data import constant_baseline
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, LOW_UPDATE_RATIO, update_ratio_level
@@ -42,9 +42,25 @@ DIVERGE_FACTOR = 2.0
 DIVERGE_GIVEBACK = 0.5
 # ... and it is critical when the loss ends far above where it started.
 DIVERGE_CRITICAL_FACTOR = 10.0
-# Spike: one point this many times above the smoothed level just before it and
-# above the starting loss (minibatch noise near convergence stays below the start).
+# Spike: one point this many times above the level just before it (median) and above the
+# starting loss (minibatch noise near convergence stays below the start)...
 SPIKE_FACTOR = 10.0
+# ...and this many times above the top of the recent batch-to-batch noise (its 90th
+# percentile): per-sample losses (batch size 1) routinely swing 10x around their median...
+SPIKE_NOISE_FACTOR = 3.0
+SPIKE_NOISE_PERCENTILE = 90.0
+# ...is a warning when the loss stayed up: the median of the points after it at least this
+# many times the median of those before it. A spike the loss shrugged off is info if it towered over
+# the starting loss (SPIKE_FACTOR times), else nothing (a 70x spike of a loss at 1e-4 is noise).
+SPIKE_DAMAGE = 2.0
+# ...and at least this share of the starting loss: near convergence (per-sample losses of 3e-4)
+# a level of 6e-4 after a spike is not damage on the scale the loss started at.
+DAMAGE_OF_START = 0.1
+# An epoch's mean training loss this many times the best epoch before it: unstable training
+# (Adam at lr 0.1: 0.21 -> 1.33). Healthy runs' epoch losses do not rise like that.
+EPOCH_JUMP = 3.0
+# Shrugged-off spikes that come back again and again are the loss's own (heavy-tailed) noise.
+SPIKE_RARE = 3
 
 # Plateau: less than this relative improvement from the start (median of the first
 # 5% of steps) to the end (median of the last 25%), with swings smaller than
@@ -65,7 +81,7 @@ _LINT_CAUSES = frozenset({
     LintCheck.PROBABILITIES_AS_LOGITS, LintCheck.LOGITS_AS_PROBABILITIES, LintCheck.SOFTMAX_SINGLE_UNIT,
     LintCheck.SIGMOID_WITH_CATEGORICAL, LintCheck.RELU_WITH_CROSS_ENTROPY, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
     LintCheck.SINGLE_CLASS, LintCheck.UNNORMALIZED_INPUT, LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
-    LintCheck.CONSTANT_INPUT,
+    LintCheck.CONSTANT_INPUT, LintCheck.FRACTIONAL_SPARSE_LABELS,
 })  # fmt: skip
 # A peak learning rate below this is a likely reason for no progress.
 LOW_LR = 1e-5
@@ -151,31 +167,53 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
                 fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
             )
         ]
-    return _loss_spike(name, loss, start)
+    return _loss_spike(name, loss, start) or _epoch_jump(run)
 
 
 def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
+    """Spikes judged against the loss's own scale: its recent level, its batch-to-batch noise
+    and where it started; a warning only when the loss stayed up after it."""
     if start <= 0 or len(loss) < MIN_STEP_POINTS:
         return []
     window = smoothing_window(len(loss)) * 2 + 1
-    # Each point against the median of the `window` points just before it (at least MIN_NOISY_WINDOW).
+    # Each point against the `window` points just before it (at least MIN_NOISY_WINDOW).
     first = MIN_NOISY_WINDOW
-    trailing = trailing_median(loss.values, window)[first:]
+    trailing = trailing_percentile(loss.values, window)[first:]
+    noisy_top = trailing_percentile(loss.values, window, SPIKE_NOISE_PERCENTILE)[first:]
     values = loss.values[first:]
-    spikes = (values > SPIKE_FACTOR * np.maximum(trailing, 0)) & (values > start) & (trailing > 0)
+    spikes = (
+        (values > SPIKE_FACTOR * np.maximum(trailing, 0))
+        & (values > SPIKE_NOISE_FACTOR * noisy_top)
+        & (values > start)
+        & (trailing > 0)
+    )
     if not spikes.any():
         return []
-    index = int(np.argmax(spikes))
+    lasting = [i for i in np.flatnonzero(spikes) if _stayed_up(values, i, window, start)]
+    towering = np.flatnonzero(spikes & (values > SPIKE_FACTOR * start))
+    if lasting:  # the onset: the first of the chain of spikes (each within `window` of the next) that left it up
+        index = lasting[0]
+        for earlier in np.flatnonzero(spikes)[::-1]:
+            if index - window <= earlier < index:
+                index = int(earlier)
+        severity = Severity.WARNING
+        after = "and the loss stayed up after it"
+    elif 0 < towering.size <= SPIKE_RARE:
+        index, severity = int(towering[0]), Severity.INFO
+        after = "but the loss came back to its level a few steps later"
+    else:
+        return []  # back at its level at once: small on the loss's own scale, or its usual noise
     step = int(loss.steps[index + first])
     return [
         Finding(
             code="loss_divergence",
-            severity=Severity.WARNING,
+            severity=severity,
             step=step,
-            title=f"Loss spiked to {values[index] / trailing[index]:.3g}x its recent level at step {step}",
+            title=f"Loss spiked from {trailing[index]:.3g} to {values[index]:.3g} at step {step}",
             detail=(
                 f"Training loss ({name}) jumped to {values[index]:.4g} at step {step} from a recent level of "
-                f"{trailing[index]:.4g} (above the starting loss {start:.4g}); {int(spikes.sum())} such spike(s)."
+                f"{trailing[index]:.4g} (the loss started at {start:.4g}), {after}; "
+                f"{int(spikes.sum())} spike(s) beyond the batch-to-batch noise in all."
             ),
             evidence=Evidence((name,), step, step),
             fixes=(
@@ -188,6 +226,47 @@ def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
             ),
         )
     ]
+
+
+def _stayed_up(values: np.ndarray, index: int, window: int, start: float) -> bool:
+    """Whether the loss stayed up after the spike: the median of the `window` points after it at
+    least SPIKE_DAMAGE times the median of those before it, and DAMAGE_OF_START of the start."""
+    before, after = values[max(0, index - window) : index], values[index + 1 : index + 1 + window]
+    before, after = before[np.isfinite(before)], after[np.isfinite(after)]
+    if len(after) < MIN_NOISY_WINDOW or not len(before):
+        return False
+    level = float(np.median(after))
+    return level >= SPIKE_DAMAGE * float(np.median(before)) and level >= DAMAGE_OF_START * start
+
+
+def _epoch_jump(run: RunSignals) -> list[Finding]:
+    """An epoch whose mean training loss jumped EPOCH_JUMP times above the best epoch before it:
+    the optimizer threw the weights (a loss that keeps spiking can keep a low per-step median)."""
+    epochs = run.get(sig.EPOCH_LOSS)
+    if epochs is None:
+        return []
+    epochs = finite_part(epochs)
+    values = epochs.values
+    for i in range(1, len(values)):
+        best = float(np.min(values[:i]))
+        if best > 0 and values[i] >= EPOCH_JUMP * best and values[i] >= DAMAGE_OF_START * float(values[0]):
+            step = int(epochs.steps[i])
+            return [
+                Finding(
+                    code="loss_divergence",
+                    severity=Severity.WARNING,
+                    step=step,
+                    title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
+                    detail=(
+                        f"The mean training loss of the epoch ending at step {step} was {values[i]:.4g}, "
+                        f"{values[i] / best:.3g}x the best epoch before it ({best:.4g}): large steps threw the "
+                        "weights away from where training had got to."
+                    ),
+                    evidence=Evidence((sig.EPOCH_LOSS,), int(epochs.steps[int(np.argmin(values[:i]))]), step),
+                    fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
+                )
+            ]
+    return []
 
 
 def _start_and_end(name: str, loss: Series) -> tuple[float, float, float]:

@@ -14,6 +14,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX
+from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
 from tb_trainhealth.signals import RunSignals, Series
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
@@ -21,6 +22,18 @@ from tb_trainhealth.signals import RunSignals, Series
 # so more than this share of skipped steps in the second half of a run means the
 # scale keeps collapsing (a few doubling attempts per 2000 steps stay far below it).
 LOSS_SCALE_SKIP_SHARE = 0.05
+
+# Exploding gradients before the NaN: the norm's level at the start of the run (median of its
+# first points, at most this many) against its peak before the NaN, with at least this many
+# finite points before it.
+EXPLODED_START_POINTS = 20
+MIN_STEPS_BEFORE_NAN = 2
+# ...or a sudden rise: the last LAST_STEPS finite norms reach this multiple of the level before
+# them. More than an order of magnitude in a few steps, then overflow: an explosion, not a NaN
+# out of the blue (demo rnn_exploding_to_nan, seeds 0-2: 31x, 118x, 1.9e7x before the NaN;
+# a NaN from log(0) or the data comes with a steady norm).
+LAST_STEPS = 3
+SUDDEN_GROWTH = 30.0
 
 FIXES = (
     CLIP_FIX,
@@ -184,6 +197,36 @@ def _replicas_hit(event: NonfiniteEvent) -> str:
     )
 
 
+def _exploded_before(run: RunSignals, onset: int) -> tuple[str, float, str | None] | None:
+    """(sentence, growth, layer that grew first) when the global gradient norm grew by orders
+    of magnitude before the first NaN (EXPLODE_RATIO over the run, as for exploding_gradients,
+    or SUDDEN_GROWTH in its last steps): the explosion is the cause, the NaN its end (an RNN
+    can go from its usual level to overflow in two steps)."""
+    norms = run.get(sig.GRAD_NORM)
+    if norms is None:
+        return None
+    keep = (norms.steps < onset) & np.isfinite(norms.values) & (norms.values > 0)
+    steps, values = norms.steps[keep], norms.values[keep]
+    if len(values) < MIN_STEPS_BEFORE_NAN:
+        return None
+    start = float(np.median(values[: max(1, min(len(values) // 2, EXPLODED_START_POINTS))]))
+    peak_index = int(np.argmax(values))
+    growth = float(values[peak_index]) / start
+    before_last = values[:-LAST_STEPS] if len(values) > LAST_STEPS else values[:1]
+    sudden = float(np.max(values[-LAST_STEPS:])) / float(np.median(before_last))
+    if float(values[peak_index]) < EXPLODE_MIN_PEAK or (growth < EXPLODE_RATIO and sudden < SUDDEN_GROWTH):
+        return None
+    growth = max(growth, sudden)
+    layer = first_layer_to_grow(run.before(onset))
+    sentence = (
+        f"Exploding gradients first: the global gradient norm grew {growth:.3g}x, from {start:.3g} to "
+        f"{float(values[peak_index]):.3g} at step {int(steps[peak_index])}"
+        + (f" (layer {layer} grew first)" if layer else "")
+        + ", then the values overflowed."
+    )
+    return sentence, growth, layer
+
+
 def check_nonfinite(run: RunSignals) -> list[Finding]:
     hits: dict[str, int] = {}  # where -> first step
     first_layers: list[str] = []
@@ -258,6 +301,12 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         detail += " " + sentence if sentence else ""
         if origin.message:
             detail += f" check_numerics: {origin.message}"
+    exploded = None if origin is not None and origin.where in ("input", "labels") else _exploded_before(run, onset)
+    if exploded is not None:  # the cause before the symptom: clipping first
+        cause, _, grew_first = exploded
+        detail = cause + " " + detail
+        origin_layer = origin_layer or grew_first
+        first = (CLIP_FIX,)
     if first:
         fixes = first + tuple(f for f in FIXES if f not in first)
     elif first_layers and run.layers and first_layers[0] == run.layers[0].name:
@@ -270,7 +319,9 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             severity=Severity.CRITICAL,
             step=onset,
             title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at step {onset}"
-            + _origin_title(origin),
+            + (
+                f" after the gradients exploded ({exploded[1]:.2g}x)" if exploded is not None else _origin_title(origin)
+            ),
             detail=detail,
             evidence=Evidence(
                 (sig.LOSS, sig.GRAD_NORM), onset, None, origin_layer or (first_layers[0] if first_layers else None)

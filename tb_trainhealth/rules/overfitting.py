@@ -11,10 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.training_data import validation_never_seen
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.signals import RunSignals, Series
 
 # Evaluations after the best validation loss before calling it (Keras EarlyStopping
 # users commonly pick 3-10; we use the low end so the finding comes in time).
@@ -26,6 +29,40 @@ TRAIN_FALL = 0.02
 # ...and the validation loss after its best keeps rising (Spearman rank correlation with
 # time): a flat but noisy validation loss also ends above its lucky minimum.
 MIN_RISE_CORRELATION = 0.7
+# Instability, not overfitting: after the best epoch the epoch training loss rose above this
+# multiple of its lowest value before it, or a per-step loss jumped this many times above the
+# level just before the best epoch (Adam at lr 0.1: validation loss from 4.6e-06 to 2.17), or
+# the update ratios are above weight_health.HIGH_UPDATE_RATIO. Overfitting lowers the training
+# loss while the validation loss rises; it does not throw the training loss up.
+INSTABILITY_JUMP = 1.5
+INSTABILITY_SPIKE = 10.0
+# Rises beyond this are shown as values, not as a percentage in the thousands.
+MAX_PERCENT_SHOWN = 3.0
+
+
+def _rise(before: float, after: float) -> str:
+    """ "37%" for a moderate rise, "from 4.6e-06 to 2.17" where a percentage would say nothing."""
+    ratio = after / before - 1
+    return f"{ratio:.0%}" if ratio <= MAX_PERCENT_SHOWN else f"from {before:.3g} to {after:.3g}"
+
+
+def _unstable(run: RunSignals, train: Series, best_step: int) -> bool:
+    """Validation loss thrown up by unstable training (weights thrown around by too large steps),
+    not by memorising: the training loss itself jumped after the best epoch, or the updates are
+    far too large. loss_divergence / loss_oscillation name that (fix: a lower learning rate)."""
+    after = train.values[train.steps > best_step]
+    before = train.values[train.steps <= best_step]
+    if len(after) and len(before) and float(np.max(after)) > INSTABILITY_JUMP * float(np.min(before)):
+        return True
+    per_step = run.get(sig.LOSS)
+    if per_step is not None:
+        steps, values = per_step.steps, per_step.values
+        level = values[(steps <= best_step) & np.isfinite(values)]
+        later = values[(steps > best_step) & np.isfinite(values)]
+        if len(level) >= 5 and len(later) and float(np.max(later)) > INSTABILITY_SPIKE * float(np.median(level[-50:])):
+            return True
+    ratio = update_ratio_level(run)
+    return ratio is not None and ratio > HIGH_UPDATE_RATIO
 
 
 def check_overfitting(run: RunSignals) -> list[Finding]:
@@ -48,15 +85,18 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
     best_step, last_step = int(val.steps[best]), int(val.steps[-1])
     train_at_best = np.interp(best_step, train.steps, train.values)
     train_last = float(train.values[-1])
-    if train_last > train_at_best * (1 - TRAIN_FALL):
+    if train_last > train_at_best * (1 - TRAIN_FALL) or _unstable(run, train, best_step):
         return []
     epochs = len(after)
+    stopped = _stopped_by_early_stopping(run)
+    if stopped is not None:
+        return [_handled(run, stopped, best_step, last_step, best_val, last_val)]
     return [
         Finding(
             code="overfitting",
             severity=Severity.WARNING,
             step=best_step,
-            title=f"Overfitting: validation loss up {last_val / best_val - 1:.0%} since step {best_step} while training loss fell",
+            title=f"Overfitting: validation loss up {_rise(best_val, last_val)} since step {best_step} while training loss fell",
             detail=(
                 f"Validation loss was best at {best_val:.4g} (step {best_step}) and rose to {last_val:.4g} over "
                 f"the next {epochs} evaluations, while training loss fell from {train_at_best:.4g} to {train_last:.4g}."
@@ -79,3 +119,26 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
             ),
         )
     ]
+
+
+def _stopped_by_early_stopping(run: RunSignals) -> FitEndEvent | None:
+    ends = run.events_of(FitEndEvent)
+    return ends[-1] if ends and "EarlyStopping" in ends[-1].stopped_by else None
+
+
+def _handled(run: RunSignals, end: FitEndEvent, best_step: int, last_step: int, best: float, last: float) -> Finding:
+    """EarlyStopping ended the run after the validation loss turned: the user handled it."""
+    restored = any(c.name == "EarlyStopping" and c.restore_best_weights for c in run.info.callbacks)
+    kept = "restored the weights of the best epoch" if restored else "kept the last weights, not the best ones"
+    return Finding(
+        code="overfitting",
+        severity=Severity.INFO,
+        step=best_step,
+        title=f"EarlyStopping stopped the run as the validation loss rose ({_rise(best, last)} after step {best_step})",
+        detail=(
+            f"Validation loss was best at {best:.4g} (step {best_step}) and rose to {last:.4g} by step {last_step}; "
+            f"EarlyStopping ended training at epoch {end.epochs_run} of {end.epochs_planned} and {kept}."
+        ),
+        evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), best_step, last_step),
+        fixes=() if restored else (RESTORE_BEST_FIX,),
+    )

@@ -37,8 +37,8 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
 MIN_NOISY_WINDOW = 5
 
 
-def trailing_median(values: np.ndarray, window: int) -> np.ndarray:
-    """out[i] = median of the (up to) `window` points before i; NaN for i = 0. Vectorised."""
+def trailing_percentile(values: np.ndarray, window: int, q: float = 50.0) -> np.ndarray:
+    """out[i] = the q-th percentile of the (up to) `window` points before i; NaN for i = 0. Vectorised."""
     n = len(values)
     out = np.full(n, np.nan)
     if n < 2 or window < 1:
@@ -48,8 +48,8 @@ def trailing_median(values: np.ndarray, window: int) -> np.ndarray:
     full = min(window, n)
     with warnings.catch_warnings():  # all-NaN windows only happen for i = 0, which is skipped
         warnings.simplefilter("ignore", RuntimeWarning)
-        out[1:full] = np.nanmedian(windows[1:full], axis=1)
-    out[full:] = np.median(windows[full:], axis=1)
+        out[1:full] = np.nanpercentile(windows[1:full], q, axis=1)
+    out[full:] = np.percentile(windows[full:], q, axis=1)
     return out
 
 

@@ -77,6 +77,23 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
+    LintCheck.FRACTIONAL_SPARSE_LABELS: (
+        "Fractional labels given to sparse_categorical_crossentropy: cut to {classes} class id(s)",
+        "The labels hold fractions ({label_min:g}-{label_max:g}), but the sparse loss casts each label to an "
+        "integer class id, so they collapse into {classes} class id(s) (0.3 and 0.9 are both class 0): the "
+        "model learns the wrong thing, or nothing. Labels scaled like inputs (y / 255) do this.",
+        (
+            Fix(
+                "Give the sparse loss integer class ids (undo any scaling of y).",
+                "y = np.round(y * 255).astype('int32')  # whatever scaling was applied to the labels",
+            ),
+            Fix(
+                "Regression targets: a linear output and a regression loss.",
+                "keras.layers.Dense(1)  # with loss='mse'",
+            ),
+        ),
+        Severity.CRITICAL,
+    ),
     LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL: (
         "Labels outside [0, 1] given to binary_crossentropy",
         "binary_crossentropy needs targets in [0, 1]; these range {label_min:g}-{label_max:g}, which makes "
@@ -124,6 +141,7 @@ def _format(text: str, event: LintEvent) -> str:
         "units": units,
         "max_id": units - 1 if isinstance(units, int) else "K-1",
         "classes_note": f" They look like {classes} class ids." if classes is not None and classes > 2 else "",
+        "classes": "?" if classes is None else classes,
         "share": 1.0 if event.share is None else event.share,
         "labels": "?" if event.labels is None else event.labels,
         "batches": "?" if event.batches is None else event.batches,
