@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from tb_trainhealth.contract.events import Event
+from tb_trainhealth.contract.events import Event, FitEndEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 
 E = TypeVar("E", bound=Event)
@@ -82,6 +82,11 @@ class RunSignals:
     def events_of(self, kind: type[E]) -> list[E]:
         """The events of one kind, in log order."""
         return [event for event in self.events if isinstance(event, kind)]
+
+    def stopped_by(self, callback: str) -> FitEndEvent | None:
+        """How the last fit ended, when `callback` (e.g. "EarlyStopping") stopped it."""
+        ends = self.events_of(FitEndEvent)
+        return ends[-1] if ends and callback in ends[-1].stopped_by else None
 
     def first_of_each_check(self, kind: type[E], checks: Collection[Any]) -> list[E]:
         """The first event of `kind` for each check in `checks`, in log order (a fit repeated

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,16 @@ def test_a_spike_the_loss_shrugs_off_is_info_and_one_it_stays_up_after_is_a_warn
     loss[701:760] *= 30  # ...and now the loss stays up after it for a while
     (finding,) = check_loss_divergence(run_with(loss=loss))
     assert finding.step == 701 and finding.severity == Severity.WARNING and "stayed up" in finding.detail
+
+
+def test_an_epoch_loss_thrown_up_is_instability_even_when_the_per_step_median_stays_low():
+    """Adam at lr 0.1: most batches fit, some blow up; the epoch means show it (0.21 -> 1.33)."""
+    epochs = np.array([0.78, 0.21, 1.33, 0.94, 0.05, 0.18])
+    run = run_with(epoch_loss=epochs)
+    (finding,) = check_loss_divergence(run)
+    assert finding.step == 3 and finding.severity == Severity.WARNING and "from 0.21 to 1.33" in finding.title
+    healthy = np.array([0.78, 0.21, 0.25, 0.15, 0.12, 0.11])  # noise of an epoch mean, not a jump
+    assert check_loss_divergence(run_with(epoch_loss=healthy)) == []
 
 
 def test_a_spike_tiny_on_the_losss_own_scale_is_not_a_finding():
@@ -463,3 +475,6 @@ def test_fixes_are_fitted_to_what_the_run_already_does():
     assert not any("EarlyStopping(monitor='val_loss', patience=3)" in (f.code or "") for f in fixes)
     assert len(fixes) == len(set(fixes))  # the clip fix became the lower-rate one: listed once
     assert fit_to_run(run_with(loss=np.ones(5)), finding) == finding  # nothing known: unchanged
+    own_clip = Fix("Clip and lower the rate.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)")
+    (fixed,) = fit_to_run(run, dataclasses.replace(finding, fixes=(own_clip,))).fixes
+    assert "already clipped" in fixed.text  # any fix that suggests clipnorm, not only CLIP_FIX

@@ -9,6 +9,7 @@ step), `StepClock` (step time, memory), `RowRecorder` (rows into records), `Reco
 from __future__ import annotations
 
 import atexit
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Finding, Severity
+
+logger = logging.getLogger(__name__)
 
 # Rows are read back once per READ_SECONDS, or sooner when MAX_UNREAD steps wait (the ring
 # buffer holds twice as many): one device->host copy and one background write per window, so
@@ -169,7 +172,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _start(self) -> None:
         model = self.model
         recording = self._recording_started()
-        recording.writer  # noqa: B018 (the previous fit's file, still open if it ended just now, goes on)
+        recording.open()  # the previous fit's file goes on if it ended just now
         steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
         self._clock = StepClock(steps_per_call, self.guard.enabled("memory"), lambda e: self.guard.disable("memory", e))
         self._input = InputProbe(steps_per_call if self.measure_input else 0)
@@ -353,6 +356,7 @@ def _quietly(function: Callable[[], Any]) -> Any:
     try:
         return function()
     except Exception:
+        logger.debug("tb-trainhealth: %s failed", getattr(function, "__name__", function), exc_info=True)
         return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.callback.health_writer import HealthWriter, finite_json
+from tb_trainhealth.callback.row_layout import Rows
 from tb_trainhealth.contract import payload, tags
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, parse_event
@@ -88,8 +89,9 @@ class Recording:
         self.pending: list[Event] = []
         self._last_event_step = -1
 
-    @property
-    def writer(self) -> HealthWriter:
+    def open(self) -> HealthWriter:
+        """The event file's writer: the one still open if the previous fit ended just now
+        (its pending close is called off), else a new one."""
         with self._lock:
             if self._closing is not None:
                 self._closing.cancel()
@@ -99,38 +101,31 @@ class Recording:
             return self._writer
 
     def run_info(self, step: int, info: RunInfo) -> None:
-        self.writer.write_json(tags.TAG_RUN_INFO, step, info.to_json())
+        self.open().write_json(tags.TAG_RUN_INFO, step, info.to_json())
         self.memory.set_info(info)
 
-    def rows(
-        self,
-        steps: np.ndarray,
-        dense: dict[str, np.ndarray],
-        sparse: dict[str, np.ndarray],
-        layer_grad_norm: np.ndarray,
-        layer_weight_norm: np.ndarray,
-        weight_rows: np.ndarray,
-    ) -> None:
-        """Per-step rows: `dense` tags on every row, `sparse` ones where finite; per-layer
-        gradient norms on every row, weight norms on `weight_rows`."""
-        self.writer.write_rows(steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows)
+    def rows(self, rows: Rows, dense: dict[str, np.ndarray], sparse: dict[str, np.ndarray]) -> None:
+        """A window of the step probe's rows: `dense` tags on every row, `sparse` ones where
+        finite; per-layer gradient norms on every row, weight norms on the sampled rows."""
+        steps, weight_rows = rows.steps, rows.weight_rows
+        self.open().write_rows(steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows)
         for tag, values in {**dense, **sparse}.items():
             keep = np.isfinite(values) if tag in sparse else slice(None)
             self.memory.add_series(sig.OUR_SCALARS[tag], steps[keep], values[keep])
-        self.memory.add_layer_series(sig.LAYER_GRAD_NORM, steps, layer_grad_norm)
-        self.memory.add_layer_series(sig.LAYER_WEIGHT_NORM, steps[weight_rows], layer_weight_norm[weight_rows])
+        self.memory.add_layer_series(sig.LAYER_GRAD_NORM, steps, rows.layer_grad_norm)
+        self.memory.add_layer_series(sig.LAYER_WEIGHT_NORM, steps[weight_rows], rows.layer_weight_norm[weight_rows])
 
     def vectors(self, tag: str, steps: np.ndarray, rows: np.ndarray) -> None:
         """Per-layer vectors written on some steps only (update ratios, non-finite counts)."""
         for step, row in zip(steps, rows):
-            self.writer.write_vector(tag, int(step), row)
+            self.open().write_vector(tag, int(step), row)
         if len(steps):
             self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps, rows)
 
     def epoch(self, step: int, epoch: int, logs: dict[str, float]) -> None:
         """Keras' epoch logs (loss, metrics, validation) as `health/epoch/<key>`."""
         values = {tags.epoch_tag(key): value for key, value in logs.items()}
-        self.writer.write_scalars(step, {**values, tags.epoch_tag("epoch"): float(epoch + 1)})
+        self.open().write_scalars(step, {**values, tags.epoch_tag("epoch"): float(epoch + 1)})
         for tag, value in values.items():
             if tag in sig.OUR_SCALARS:
                 self.memory.add_series(sig.OUR_SCALARS[tag], [step], [value])
@@ -150,7 +145,7 @@ class Recording:
         if not self.pending:
             return
         step = max(step, self._last_event_step + 1)
-        self.writer.write_json(tags.TAG_EVENTS, step, [event.to_json() for event in self.pending])
+        self.open().write_json(tags.TAG_EVENTS, step, [event.to_json() for event in self.pending])
         self._last_event_step = step
         self.pending = []
 

@@ -51,7 +51,7 @@ class RowRecorder:
             tags.TAG_HOST_MEMORY_MB: memory[0],
             tags.TAG_DEVICE_MEMORY_MB: memory[1],
         }
-        self._recording.rows(rows.steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, rows.weight_rows)
+        self._recording.rows(rows, dense, sparse)
         self._record_nonfinite(probe, rows)
         self._record_update_ratios(rows)
         for origin in probe.nan_origins:  # replayed inside the failing step

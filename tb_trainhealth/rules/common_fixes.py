@@ -36,6 +36,8 @@ RESTORE_BEST_FIX = Fix(
 )
 # Keras optimizer classes a fix may name (the user's own, where it is one of these).
 _OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Lion", "Ftrl")
+# Fixes that suggest a lower learning rate write it as this (CLIP_FIX, LR_FIX_LOWER and a few
+# rule-specific ones): fit_to_run puts a tenth of the rate in use there, with the user's optimizer.
 _LEARNING_RATE = re.compile(r"keras\.optimizers\.Adam\(learning_rate=1e-4")
 
 
@@ -55,7 +57,8 @@ def fit_to_run(run: RunSignals, finding: Finding) -> Finding:
 
 
 def _unclipped(run: RunSignals, fix: Fix) -> Fix:
-    return CLIPPED_ALREADY if fix == CLIP_FIX and run.info.clips_gradients else fix
+    """Any fix that suggests clipnorm, for an optimizer that clips already: lower the rate instead."""
+    return CLIPPED_ALREADY if run.info.clips_gradients and fix.code and "clipnorm=" in fix.code else fix
 
 
 def _with_learning_rate(run: RunSignals, fix: Fix) -> Fix:

@@ -247,26 +247,31 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
         return []
     epochs = finite_part(epochs)
     values = epochs.values
-    for i in range(1, len(values)):
-        best = float(np.min(values[:i]))
-        if best > 0 and values[i] >= EPOCH_JUMP * best and values[i] >= DAMAGE_OF_START * float(values[0]):
-            step = int(epochs.steps[i])
-            return [
-                Finding(
-                    code="loss_divergence",
-                    severity=Severity.WARNING,
-                    step=step,
-                    title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
-                    detail=(
-                        f"The mean training loss of the epoch ending at step {step} was {values[i]:.4g}, "
-                        f"{values[i] / best:.3g}x the best epoch before it ({best:.4g}): large steps threw the "
-                        "weights away from where training had got to."
-                    ),
-                    evidence=Evidence((sig.EPOCH_LOSS,), int(epochs.steps[int(np.argmin(values[:i]))]), step),
-                    fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
-                )
-            ]
-    return []
+    if len(values) < 2:
+        return []
+    best_before = np.minimum.accumulate(values)[:-1]  # best_before[i - 1]: the best of epochs 0..i-1
+    jumped = np.flatnonzero(
+        (best_before > 0) & (values[1:] >= EPOCH_JUMP * best_before) & (values[1:] >= DAMAGE_OF_START * values[0])
+    )
+    if jumped.size == 0:
+        return []
+    i = int(jumped[0]) + 1
+    best, step = float(best_before[i - 1]), int(epochs.steps[i])
+    return [
+        Finding(
+            code="loss_divergence",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
+            detail=(
+                f"The mean training loss of the epoch ending at step {step} was {values[i]:.4g}, "
+                f"{values[i] / best:.3g}x the best epoch before it ({best:.4g}): large steps threw the "
+                "weights away from where training had got to."
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS,), int(epochs.steps[int(np.argmin(values[:i]))]), step),
+            fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
+        )
+    ]
 
 
 def _start_and_end(name: str, loss: Series) -> tuple[float, float, float]:

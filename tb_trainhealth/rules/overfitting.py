@@ -88,7 +88,7 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
     if train_last > train_at_best * (1 - TRAIN_FALL) or _unstable(run, train, best_step):
         return []
     epochs = len(after)
-    stopped = _stopped_by_early_stopping(run)
+    stopped = run.stopped_by("EarlyStopping")
     if stopped is not None:
         return [_handled(run, stopped, best_step, last_step, best_val, last_val)]
     return [
@@ -119,11 +119,6 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
             ),
         )
     ]
-
-
-def _stopped_by_early_stopping(run: RunSignals) -> FitEndEvent | None:
-    ends = run.events_of(FitEndEvent)
-    return ends[-1] if ends and "EarlyStopping" in ends[-1].stopped_by else None
 
 
 def _handled(run: RunSignals, end: FitEndEvent, best_step: int, last_step: int, best: float, last: float) -> Finding:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
@@ -88,12 +87,6 @@ def _share_in_last_quarter(run: RunSignals) -> float | None:
     return last / gained
 
 
-def _stopped_by_early_stopping(run: RunSignals) -> bool:
-    """EarlyStopping ended it: the validation loss had stopped improving, by the user's own measure."""
-    ends = run.events_of(FitEndEvent)
-    return bool(ends) and "EarlyStopping" in ends[-1].stopped_by
-
-
 def _saturated(run: RunSignals) -> bool:
     accuracies = [run.get(name) for name in (sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY)]
     present = [a for a in accuracies if a is not None]
@@ -102,7 +95,8 @@ def _saturated(run: RunSignals) -> bool:
 
 def check_undertrained(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
-    if train is None or _saturated(run) or _stopped_by_early_stopping(run):
+    if train is None or _saturated(run) or run.stopped_by("EarlyStopping"):
+        # (EarlyStopping ended it: by the user's own measure, validation stopped improving)
         return []
     if len(train) >= MIN_EPOCHS:
         return _judged_per_epoch(run, train, val)
