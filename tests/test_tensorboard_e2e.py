@@ -46,14 +46,19 @@ def test_plugin_is_listed_and_enabled(tensorboard_url):
 def test_routes_return_the_same_diagnoses_as_the_cli(tensorboard_url, scenario_findings):
     expected = {run: run_status(findings) for run, findings in scenario_findings.items()}
 
-    def all_loaded():
-        runs = {r["run"]: r["status"] for r in get_json(tensorboard_url + PLUGIN + "/runs")["runs"]}
-        loaded = set(expected) | {"long_run"} <= set(runs) and "pending" not in runs.values()
-        return runs if loaded else None
+    seen: dict[str, str] = {}
 
-    runs = wait_for(all_loaded)
-    assert runs is not None
-    assert {run: runs[run] for run in expected} == expected
+    def all_loaded():
+        # The Rust data server commits a run's data every few seconds while it still reads
+        # it, so "nothing pending" can be a diagnosis of half a run: poll until the last
+        # commit is in (statuses settle) or the timeout, then compare.
+        seen.clear()
+        seen.update((r["run"], r["status"]) for r in get_json(tensorboard_url + PLUGIN + "/runs")["runs"])
+        loaded = set(expected) | {"long_run"} <= set(seen) and "pending" not in seen.values()
+        return loaded and {run: seen[run] for run in expected} == expected
+
+    wait_for(all_loaded, timeout=180)
+    assert {run: seen.get(run) for run in expected} == expected
     for run, findings in scenario_findings.items():
         payload = get_json(f"{tensorboard_url}{PLUGIN}/findings?run={run}")
         assert [f["code"] for f in payload["findings"]] == [f.code for f in findings], run
