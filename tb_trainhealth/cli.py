@@ -19,6 +19,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from tb_trainhealth import __version__
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
 from tb_trainhealth.tracking import FindingTracker, finding_line
 
@@ -110,7 +111,8 @@ def _print_new(diagnosis: Diagnosis, tracker: FindingTracker, errors_seen: set[t
 
 def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
     """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
-    "event_counts"}], the last counting the run's recorded events by kind (nonfinite, oom, ...).
+    "event_counts", "axis"}]: the run's recorded events by kind (nonfinite, oom, ...), and
+    whether its positions are batch steps or (per-epoch data only) epochs.
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
     from tb_trainhealth.diagnosis import diagnose_run
@@ -126,6 +128,7 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
             "findings": [],
             "errors": [f"cannot read this directory: {why}"],
             "event_counts": {},
+            "axis": sig.STEP_AXIS,
         }
         for run, why in unreadable_directories(logdir)
     ]
@@ -148,6 +151,7 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
                         "findings": d.findings,
                         "errors": d.errors,
                         "event_counts": dict(sorted(kinds.items())),
+                        "axis": d.signals.axis,
                     }
                 )
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
@@ -167,8 +171,7 @@ def _render_text(results: list[dict[str, Any]], logdir: str) -> str:
         for error in result["errors"]:
             lines.append(f"  ! {error}")
         for finding in findings:
-            at = f" @ step {finding.step}" if finding.step is not None else ""
-            lines.append(f"  [{finding.severity.label}] {finding.code}{at}: {finding.title}")
+            lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
             lines.extend(textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      "))
             for fix in finding.fixes[:3]:
                 lines.append(f"      fix: {fix.text}")

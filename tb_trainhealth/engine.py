@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -40,13 +41,15 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         for finding in findings
     ]
     findings = [fit_to_run(run, finding) for finding in findings]  # no fix for what the run already does
-    return sorted(findings, key=lambda f: (-f.severity, f.step if f.step is not None else -1, f.code))
+    if run.axis == sig.EPOCH_AXIS:  # `step` always means a batch step
+        findings = [dataclasses.replace(f, step=None, epoch=f.step) for f in findings]
+    return sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code))
 
 
 def training_died_at(run: RunSignals) -> int | None:
     """First step whose loss or weights were non-finite, if any."""
     steps = [e.step for e in run.events_of(NonfiniteEvent) if e.where in ("loss", "weights")]
-    for name in (sig.LOSS, sig.EPOCH_LOSS):
+    for name in (sig.LOSS, sig.BATCH_LOSS, sig.EPOCH_LOSS):
         series = run.get(name)
         if series is not None and not np.isfinite(series.values).all():
             steps.append(int(series.steps[np.argmax(~np.isfinite(series.values))]))

@@ -34,7 +34,8 @@ class Fix:
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """Which series show the problem, and over which step range."""
+    """Which series show the problem, and over which range of the run's axis (batch steps,
+    or epochs numbered from 1 on runs that only have per-epoch data)."""
 
     series: tuple[str, ...]
     start_step: int | None = None
@@ -51,6 +52,21 @@ class Finding:
     detail: str
     evidence: Evidence
     fixes: tuple[Fix, ...] = ()
+    # Onset as an epoch number (from 1, as Keras prints "Epoch 9/20") on runs that only
+    # have per-epoch data; `step` is then None. `step` is always a batch step.
+    epoch: int | None = None
+
+    @property
+    def onset(self) -> int | None:
+        """Where the finding starts on its run's axis (the step, or the epoch)."""
+        return self.step if self.step is not None else self.epoch
+
+    @property
+    def onset_text(self) -> str:
+        """ " @ step 399", " @ epoch 9", or "" when the finding has no onset."""
+        if self.step is not None:
+            return f" @ step {self.step}"
+        return f" @ epoch {self.epoch}" if self.epoch is not None else ""
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -62,6 +78,7 @@ class Finding:
             "code": self.code,
             "severity": self.severity.label,
             "step": self.step,
+            "epoch": self.epoch,
             "title": self.title,
             "detail": self.detail,
             "evidence": {
@@ -89,6 +106,7 @@ class Finding:
                 layer=evidence.get("layer"),
             ),
             fixes=tuple(Fix(str(f["text"]), f.get("code")) for f in data.get("fixes", ())),
+            epoch=None if data.get("epoch") is None else int(data["epoch"]),
         )
 
 

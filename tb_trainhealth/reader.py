@@ -19,6 +19,7 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard.data import provider as tb_provider
 
+from tb_trainhealth import step_axis
 from tb_trainhealth.contract import payload, tags
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, UnknownEvent, parse_event
@@ -122,12 +123,17 @@ class SignalReader:
     def read(self, group: RunGroup, ctx: tb_context.RequestContext | None = None) -> RunSignals:
         ctx = _request_context(ctx)
         run = RunSignals(run=group.name)
+        walls: dict[str, np.ndarray] = {}  # wall times of the series that decide the run's axis
         main = group.members.get("main")
         if main is not None:
-            self._read_ours(main, run, ctx)
+            self._read_ours(main, run, ctx, walls)
+        epoch_series: list[str] = []
         for role, run_name in group.members.items():
             tag_map = sig.VALIDATION_LOSS_TAGS if role == "validation" else sig.TRAIN_LOSS_TAGS
-            self._read_plain(run_name, tag_map, run, ctx)
+            epoch_series += self._read_plain(run_name, tag_map, run, ctx, walls)
+        batch_level = next((name for name in (sig.LOSS, sig.BATCH_LOSS) if name in walls), None)
+        reference = (run.series[batch_level].steps, walls[batch_level]) if batch_level else None
+        step_axis.place_epoch_series(run, {name: walls[name] for name in epoch_series}, reference)
         return run
 
     # -- our plugin's data --------------------------------------------------------------
@@ -145,14 +151,19 @@ class SignalReader:
                 return False
         return bool(listings)
 
-    def _read_ours(self, run_name: str, run: RunSignals, ctx: tb_context.RequestContext) -> None:
+    def _read_ours(
+        self, run_name: str, run: RunSignals, ctx: tb_context.RequestContext, walls: dict[str, np.ndarray]
+    ) -> None:
         if not self._check_versions(run_name, run):
             return
         run.has_health_data = True
         scalar_tags = [t for t in self._ours_scalars.get(run_name, {}) if t in sig.OUR_SCALARS]
         for tag, points in self._read_scalars(tags.PLUGIN_NAME, run_name, scalar_tags, ctx).items():
             if points:
-                run.series[sig.OUR_SCALARS[tag]] = Series.of([p.step for p in points], [p.value for p in points])
+                name = sig.OUR_SCALARS[tag]
+                run.series[name], point_walls = _series_and_walls(points)
+                if name == sig.LOSS:
+                    walls[name] = point_walls
         records = self._read_tensors(tags.RECORDS_PLUGIN_NAME, self._ours_records, run_name, ctx)
         for point in records.get(tags.TAG_RUN_INFO, [])[-1:]:
             info = _json_payload(point.numpy, run)
@@ -194,13 +205,32 @@ class SignalReader:
 
     # -- loss curves from Keras' TensorBoard callback or plain tf.summary.scalar ---------
     def _read_plain(
-        self, run_name: str, tag_map: dict[str, str], run: RunSignals, ctx: tb_context.RequestContext
-    ) -> None:
+        self,
+        run_name: str,
+        tag_map: dict[str, str],
+        run: RunSignals,
+        ctx: tb_context.RequestContext,
+        walls: dict[str, np.ndarray],
+    ) -> list[str]:
+        """Reads the loss curves not already known; returns those indexed by epoch (Keras' `epoch_*`)."""
         tags = [t for t in self._plain_scalars.get(run_name, {}) if t in tag_map and tag_map[t] not in run.series]
+        epoch_indexed = []
         for tag, points in sorted(self._read_scalars(SCALARS_PLUGIN, run_name, tags, ctx).items()):
             name = tag_map[tag]
             if points and name not in run.series:
-                run.series[name] = Series.of([p.step for p in points], [p.value for p in points])
+                run.series[name], walls[name] = _series_and_walls(points)
+                if tag.startswith(sig.KERAS_EPOCH_TAG_PREFIX):
+                    epoch_indexed.append(name)
+        return epoch_indexed
+
+
+def _series_and_walls(points: list) -> tuple[Series, np.ndarray]:
+    """A series from data-provider points, and its points' wall times in the same (step) order."""
+    steps = np.fromiter((p.step for p in points), np.int64, len(points))
+    order = np.argsort(steps, kind="stable")
+    values = np.fromiter((p.value for p in points), np.float64, len(points))
+    point_walls = np.fromiter((p.wall_time for p in points), np.float64, len(points))
+    return Series(steps[order], values[order]), point_walls[order]
 
 
 def _parse_events(records: list[Any], errors: list[str]) -> list[Event]:

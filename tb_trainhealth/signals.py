@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, FitEndEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 
@@ -69,11 +70,24 @@ class RunSignals:
     # True when the run was written by HealthCallback (not only loss curves).
     has_health_data: bool = False
     errors: list[str] = dataclasses.field(default_factory=list)
+    # What every step in this run counts: batch steps, or (runs with per-epoch data only)
+    # epochs numbered from 1. Rules say where with `at()`, never "step" by hand.
+    axis: str = sig.STEP_AXIS
 
     def __post_init__(self) -> None:
         for event in self.events:
             if not isinstance(event, Event):  # (readers parse first: contract.events.parse_event)
                 raise TypeError(f"RunSignals.events holds a {type(event).__name__}, not an Event")
+
+    def at(self, position: int) -> str:
+        """A position on this run's axis as users read it: "step 399" or "epoch 9"."""
+        return f"{self.axis} {position}"
+
+    @property
+    def last_position(self) -> int | None:
+        """The furthest step (or epoch, see `axis`) any series or event of the run reached."""
+        ends = [int(s.steps[-1]) for s in (*self.series.values(), *self.layer_series.values()) if len(s)]
+        return max(ends + [e.step for e in self.events], default=None)
 
     def get(self, name: str) -> Series | None:
         series = self.series.get(name)

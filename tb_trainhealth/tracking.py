@@ -38,6 +38,5 @@ class FindingTracker:
 
 def finding_line(finding: Finding, run: str, escalated_from: Severity | None = None) -> str:
     """One line for a finding as it is reported: `[critical] run: code @ step 38: title`."""
-    at = f" @ step {finding.step}" if finding.step is not None else ""
     worse = f" (was {escalated_from.label})" if escalated_from is not None else ""
-    return f"[{finding.severity.label}] {run}: {finding.code}{at}: {finding.title}{worse}"
+    return f"[{finding.severity.label}] {run}: {finding.code}{finding.onset_text}: {finding.title}{worse}"

@@ -7,12 +7,14 @@ import shutil
 
 import pytest
 from tensorboard_process import get_json, running_tensorboard, wait_for
+from test_step_axis import keras_only_nan_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 
 XSS_RUN = "<img src=x onerror=alert(1)>"
+EPOCHS_RUN = "plain_keras_nan"  # Keras' TensorBoard callback alone, per-epoch scalars only
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -28,6 +30,7 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
     for run in ("nan_input", "overfitting", "healthy_mlp", "loss_plateau"):
         shutil.copytree(os.path.join(scenario_logdir, run), root / run)
     shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
+    keras_only_nan_run(str(root / EPOCHS_RUN), update_freq="epoch")
     return str(root)
 
 
@@ -35,9 +38,9 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
 def page(browser_logdir):
     with running_tensorboard(browser_logdir, load_fast=False) as url:
 
-        def diagnosed():  # all 5 runs, none still "pending"
+        def diagnosed():  # all 6 runs, none still "pending"
             statuses = [r["status"] for r in get_json(url + "/data/plugin/trainhealth/runs")["runs"]]
-            return len(statuses) == 5 and "pending" not in statuses
+            return len(statuses) == 6 and "pending" not in statuses
 
         assert wait_for(diagnosed)
         with playwright_api.sync_playwright() as p:
@@ -63,7 +66,7 @@ def health_frame(page):
 def test_runs_are_listed_worst_first(page):
     frame = health_frame(page)
     items = frame.locator("[data-testid=run-item]")
-    items.nth(4).wait_for()
+    items.nth(5).wait_for()
     statuses = [items.nth(i).get_attribute("data-status") for i in range(items.count())]
     assert statuses == sorted(statuses, key=["critical", "warning", "ok"].index)
     assert statuses[0] == "critical" and items.nth(0).get_attribute("data-run") == "nan_input"
@@ -87,6 +90,21 @@ def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
         page.wait_for_timeout(50)
     assert copied == card.locator("pre").first.inner_text() and "np.isfinite" in copied
     frame.locator("[data-testid=layer-chart] canvas").first.wait_for()
+
+
+def test_a_run_with_only_epoch_data_says_epoch_everywhere(page):
+    """Header, card and chart marker use the run's own axis: epochs, numbered as Keras prints them."""
+    frame = health_frame(page)
+    frame.locator(f"[data-testid=run-item][data-run={EPOCHS_RUN}]").click()
+    assert "epoch 5" in frame.locator(f"[data-testid=run-item][data-run={EPOCHS_RUN}]").inner_text()
+    card = frame.locator("[data-testid=finding-card][data-code=nonfinite]")
+    card.wait_for()
+    assert "last epoch 5" in frame.locator(".th-run-header").inner_text()
+    text = card.inner_text()
+    assert "since epoch 3" in text and "step" not in text.split("Fix")[0].lower().replace("steps", "")
+    chart = card.locator("[data-testid=evidence-chart]")
+    chart.locator("canvas").first.wait_for()
+    assert chart.get_attribute("data-onset-step") == "3"
 
 
 def test_filter_narrows_the_run_list(page):

@@ -5,6 +5,8 @@
 export type Severity = "info" | "warning" | "critical";
 /** "pending": the server is still diagnosing the run (a first look at a big logdir). */
 export type Status = "critical" | "warning" | "ok" | "pending";
+/** What a run's positions count: batch steps, or epochs (from 1) where it only has per-epoch data. */
+export type Axis = "step" | "epoch";
 
 export interface Counts {
   critical: number;
@@ -18,6 +20,7 @@ export interface RunSummary {
   counts: Counts;
   has_health_data: boolean;
   last_step: number | null;
+  last_epoch: number | null;
   errors: string[];
 }
 
@@ -37,6 +40,7 @@ export interface Finding {
   code: string;
   severity: Severity;
   step: number | null;
+  epoch: number | null;
   title: string;
   detail: string;
   evidence: Evidence;
@@ -47,6 +51,7 @@ export interface RunFindings {
   run: string;
   status: Status;
   has_health_data: boolean;
+  axis: Axis;
   layers: string[];
   series: string[];
   findings: Finding[];
@@ -147,6 +152,7 @@ function parseRun(v: unknown): RunSummary {
     counts: { critical: num(c["critical"]) ?? 0, warning: num(c["warning"]) ?? 0, info: num(c["info"]) ?? 0 },
     has_health_data: o["has_health_data"] === true,
     last_step: num(o["last_step"]),
+    last_epoch: num(o["last_epoch"]),
     errors: strs(o["errors"]),
   };
 }
@@ -158,6 +164,7 @@ function parseFinding(v: unknown): Finding {
     code: str(o["code"], "unknown"),
     severity: severity(o["severity"]),
     step: num(o["step"]),
+    epoch: num(o["epoch"]),
     title: str(o["title"]),
     detail: str(o["detail"]),
     evidence: {
@@ -190,6 +197,7 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
     run: str(o["run"], run),
     status: status(o["status"]),
     has_health_data: o["has_health_data"] === true,
+    axis: o["axis"] === "epoch" ? "epoch" : "step",
     layers: strs(o["layers"]),
     series: strs(o["series"]),
     findings: arr(o["findings"]).map(parseFinding),

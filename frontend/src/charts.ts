@@ -2,6 +2,7 @@
 // tick labels that survive diverged losses, a resize observer. The marks drawn over the
 // lines (onset, evidence range, first NaN/Inf) are in chart_markers.ts.
 import uPlot from "uplot";
+import type { Axis } from "./api";
 import { markersPlugin } from "./chart_markers";
 import { h } from "./dom";
 import { fmtNum, fmtStep } from "./format";
@@ -22,6 +23,8 @@ export interface PanelSpec {
   onsetColor?: string;
   band?: [number | null, number | null] | null;
   syncKey?: string;
+  /** What x counts: "step" (batch steps, the default) or "epoch". */
+  axis?: Axis;
 }
 
 export interface ChartHandle {
@@ -167,7 +170,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
       },
     ],
     series: [
-      { label: "step", value: (_u, v) => (v === null || v === undefined ? "--" : String(v)) },
+      { label: spec.axis ?? "step", value: (_u, v) => (v === null || v === undefined ? "--" : String(v)) },
       ...spec.lines.map(
         (l): uPlot.Series => ({
           label: l.label,
@@ -191,7 +194,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
     .filter((b): b is { label: string; step: number } => b.step !== null)
     .sort((a, b) => a.step - b.step);
   if (bad.length > 0) {
-    const shown = bad.slice(0, 6).map((b) => b.label + " at step " + b.step);
+    const shown = bad.slice(0, 6).map((b) => b.label + " at " + (spec.axis ?? "step") + " " + b.step);
     notes.push("x = first NaN/Inf: " + shown.join(", ") + (bad.length > 6 ? ", ..." : ""));
   }
   if (notes.length > 0) container.appendChild(h("div", { class: "th-chart-note", text: notes.join(" \u00b7 ") }));

@@ -30,20 +30,23 @@ export function findingCard(
   const plotted = ev.series.filter((s) => available.has(s));
   const missing = ev.series.filter((s) => !available.has(s));
 
+  // One axis per run: batch steps, or epochs where the run only has per-epoch data.
+  const onset = finding.step ?? finding.epoch;
+  const onsetText = onset === null ? null : (finding.step !== null ? "step " : "epoch ") + onset;
   const evidenceHead: string[] = ["Evidence"];
-  if (finding.step !== null) evidenceHead.push("onset: step " + finding.step);
+  if (onsetText !== null) evidenceHead.push("onset: " + onsetText);
   if (ev.start_step !== null || ev.end_step !== null)
-    evidenceHead.push("steps " + (ev.start_step ?? "start") + "\u2013" + (ev.end_step ?? "end"));
+    evidenceHead.push(f.axis + "s " + (ev.start_step ?? "start") + "\u2013" + (ev.end_step ?? "end"));
   if (ev.layer) evidenceHead.push("layer " + ev.layer);
 
   const evidence = h("div", { class: "th-evidence", testid: "evidence-chart", data: { series: plotted.join(",") } }, [
     h("div", { class: "th-evidence-head" }, [
       h("span", { text: evidenceHead[0] ?? "" }),
-      finding.step !== null ? h("span", { class: "th-onset-label", text: "onset: step " + finding.step }) : null,
-      h("span", { class: "th-muted", text: evidenceHead.slice(finding.step !== null ? 2 : 1).join(" \u00b7 ") }),
+      onsetText !== null ? h("span", { class: "th-onset-label", text: "onset: " + onsetText }) : null,
+      h("span", { class: "th-muted", text: evidenceHead.slice(onsetText !== null ? 2 : 1).join(" \u00b7 ") }),
     ]),
   ]);
-  if (finding.step !== null) evidence.setAttribute("data-onset-step", String(finding.step));
+  if (onset !== null) evidence.setAttribute("data-onset-step", String(onset));
 
   const scalarNames = plotted.filter((s) => !s.startsWith("layer_"));
   const layerNames = plotted.filter((s) => s.startsWith("layer_"));
@@ -69,7 +72,7 @@ export function findingCard(
     h("div", { class: "th-card-head" }, [
       badge(finding.severity),
       h("h3", { class: "th-card-title", text: finding.title }),
-      finding.step !== null ? h("span", { class: "th-since", text: "since step " + finding.step }) : null,
+      onsetText !== null ? h("span", { class: "th-since", text: "since " + onsetText }) : null,
       h("code", { class: "th-code-id", text: finding.code, title: "finding code" }),
     ]),
     h("div", { class: "th-card-body" }, [
@@ -97,10 +100,10 @@ export function findingCard(
         const d = s.series[name];
         if (d) lines.push({ label: name, steps: d.steps, values: d.values, color: scalarColor(k) });
       });
-      charts.panel(scalarBox, { lines, height: 170, onset: finding.step, onsetColor: color, band, syncKey });
+      charts.panel(scalarBox, { lines, height: 170, onset, onsetColor: color, band, syncKey, axis: f.axis });
     }
     for (const { name, box } of layerBoxes)
-      charts.layerPanel(box, s, null, name, { onset: finding.step, onsetColor: color, syncKey, highlight: ev.layer, band });
+      charts.layerPanel(box, s, null, name, { onset, onsetColor: color, syncKey, highlight: ev.layer, band });
   };
   return { card, mount };
 }

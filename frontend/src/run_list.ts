@@ -89,6 +89,7 @@ export class RunList {
     button.title = r.run + "\n" + (r.status === "pending" ? "being diagnosed" : countsText(r.counts) || "no findings");
     const meta: string[] = [];
     if (r.last_step !== null) meta.push("step " + fmtStep(r.last_step));
+    else if (r.last_epoch !== null) meta.push("epoch " + fmtStep(r.last_epoch));
     if (!r.has_health_data && r.status !== "pending") meta.push("no HealthCallback");
     if (r.errors.length) meta.push(plural(r.errors.length, "error"));
     clear(button);

@@ -13,7 +13,7 @@ const LAYER_GRAD = "layer_grad_norm";
 
 /** Changes whenever what the run view shows for this run would change. */
 function runKey(r: RunSummary): string {
-  return [r.status, r.last_step, r.counts.critical, r.counts.warning, r.counts.info, r.has_health_data, r.errors.join("\n")].join("|");
+  return [r.status, r.last_step, r.last_epoch, r.counts.critical, r.counts.warning, r.counts.info, r.has_health_data, r.errors.join("\n")].join("|");
 }
 
 function seriesToFetch(f: RunFindings): string[] {
@@ -103,12 +103,14 @@ export class RunView {
     const counts = { critical: 0, warning: 0, info: 0 };
     for (const x of f.findings) counts[x.severity] += 1;
     const lastStep = summary?.last_step ?? null;
+    const lastEpoch = summary?.last_epoch ?? null;
+    const last = lastStep !== null ? "step " + lastStep : lastEpoch !== null ? "epoch " + lastEpoch : null;
     const view = h("div", { class: "th-run-view", data: { run: f.run } }, [
       h("div", { class: "th-run-header" }, [
         h("h2", { class: "th-run-title", text: f.run }),
         badge(f.status),
         h("span", { class: "th-muted", text: countsText(counts) || "no findings" }),
-        lastStep !== null ? h("span", { class: "th-muted", text: "last step " + lastStep }) : null,
+        last !== null ? h("span", { class: "th-muted", text: "last " + last }) : null,
       ]),
     ]);
 
@@ -131,7 +133,7 @@ export class RunView {
     }
 
     view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
-    if (f.findings.length === 0) view.appendChild(noFindings(f.has_health_data, lastStep));
+    if (f.findings.length === 0) view.appendChild(noFindings(f.has_health_data, last));
     f.findings.forEach((finding, i) => {
       const { card, mount } = findingCard(f, finding, i, this.charts);
       view.appendChild(card);
@@ -148,8 +150,8 @@ function errorsNotice(errors: string[]): HTMLElement {
   ]);
 }
 
-function noFindings(hasHealthData: boolean, lastStep: number | null): HTMLElement {
-  const upTo = lastStep !== null ? " up to step " + lastStep : "";
+function noFindings(hasHealthData: boolean, last: string | null): HTMLElement {
+  const upTo = last !== null ? " up to " + last : "";
   return h("div", { class: "th-empty th-ok", testid: "empty-state", data: { kind: "no-findings" } }, [
     h("h2", { text: "No problems found" }),
     h("p", { text: hasHealthData ? "Every check passed" + upTo + "." : "The loss-curve checks found nothing" + upTo + "." }),

@@ -74,6 +74,13 @@ TRAIN_LOSS_TAGS = {
 }
 # The same in Keras' `validation` sub-run.
 VALIDATION_LOSS_TAGS = {"epoch_loss": EPOCH_VAL_LOSS, "loss": EPOCH_VAL_LOSS}
+# Keras' TensorBoard callback writes `epoch_<metric>` at the epoch index (from 0) and
+# `batch_<metric>` at the batch step: two x axes in one run unless they are reconciled.
+KERAS_EPOCH_TAG_PREFIX = "epoch_"
+
+# A run's x axis: batch steps wherever batch-level data exists, else epochs numbered from 1.
+STEP_AXIS = "step"
+EPOCH_AXIS = "epoch"
 
 # Points per series the rules see, online and offline alike, so a diagnosis never depends
 # on where it is looked at: the readers ask the data provider for this many, the callback's

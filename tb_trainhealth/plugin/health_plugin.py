@@ -26,6 +26,7 @@ from tb_trainhealth.contract import series, tags
 from tb_trainhealth.findings import STATUS_ORDER
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ def _json_response(request, payload: Any, code: int = 200, headers=None):
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in values.tolist()]
+
+
+def _last_position(signals: RunSignals) -> dict[str, int | None]:
+    """How far a run got, on its own axis: batch steps, or epochs where that is all it has."""
+    last, epochs = signals.last_position, signals.axis == series.EPOCH_AXIS
+    return {"last_step": None if epochs else last, "last_epoch": last if epochs else None}
 
 
 def _downsample_index(values: np.ndarray, points: int) -> np.ndarray:
@@ -146,7 +153,7 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "status": d.status,
                     "counts": counts,
                     "has_health_data": d.signals.has_health_data,
-                    "last_step": d.fingerprint[0],
+                    **_last_position(d.signals),
                     "errors": d.errors,
                 }
             )
@@ -158,6 +165,7 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "counts": {"critical": 0, "warning": 0, "info": 0},
                     "has_health_data": False,
                     "last_step": None,
+                    "last_epoch": None,
                     "errors": [],
                 }
             )
@@ -172,6 +180,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "run": diagnosis.group.name,
             "status": diagnosis.status,
             "has_health_data": diagnosis.signals.has_health_data,
+            "axis": diagnosis.signals.axis,
             "layers": [layer.name for layer in diagnosis.signals.layers],
             "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
             "findings": [f.to_dict() for f in diagnosis.findings],

@@ -149,12 +149,12 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
         critical = start > 0 and end >= DIVERGE_CRITICAL_FACTOR * start
         if best_index == 0:
             title = f"Loss diverged from the start: {end / best:.3g}x its starting level"
-            detail = f"Training loss ({name}) rose from {best:.4g} at step {onset} to {end:.4g} by the end (step {int(loss.steps[-1])}): it never improved."
+            detail = f"Training loss ({name}) rose from {best:.4g} at {run.at(onset)} to {end:.4g} by the end ({run.at(int(loss.steps[-1]))}): it never improved."
         else:
-            title = f"Loss diverged: rising since step {onset} to {end / best:.3g}x its best"
+            title = f"Loss diverged: rising since {run.at(onset)} to {end / best:.3g}x its best"
             detail = (
-                f"Training loss ({name}) fell from {start:.4g} to {best:.4g} at step {onset}, "
-                f"then rose to {end:.4g} by the end (step {int(loss.steps[-1])})."
+                f"Training loss ({name}) fell from {start:.4g} to {best:.4g} at {run.at(onset)}, "
+                f"then rose to {end:.4g} by the end ({run.at(int(loss.steps[-1]))})."
             )
         return [
             Finding(
@@ -167,10 +167,10 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
                 fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
             )
         ]
-    return _loss_spike(name, loss, start) or _epoch_jump(run)
+    return _loss_spike(run, name, loss, start) or _epoch_jump(run)
 
 
-def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
+def _loss_spike(run: RunSignals, name: str, loss: Series, start: float) -> list[Finding]:
     """Spikes judged against the loss's own scale: its recent level, its batch-to-batch noise
     and where it started; a warning only when the loss stayed up after it."""
     if start <= 0 or len(loss) < MIN_STEP_POINTS:
@@ -209,9 +209,9 @@ def _loss_spike(name: str, loss: Series, start: float) -> list[Finding]:
             code="loss_divergence",
             severity=severity,
             step=step,
-            title=f"Loss spiked from {trailing[index]:.3g} to {values[index]:.3g} at step {step}",
+            title=f"Loss spiked from {trailing[index]:.3g} to {values[index]:.3g} at {run.at(step)}",
             detail=(
-                f"Training loss ({name}) jumped to {values[index]:.4g} at step {step} from a recent level of "
+                f"Training loss ({name}) jumped to {values[index]:.4g} at {run.at(step)} from a recent level of "
                 f"{trailing[index]:.4g} (the loss started at {start:.4g}), {after}; "
                 f"{int(spikes.sum())} spike(s) beyond the batch-to-batch noise in all."
             ),
@@ -257,6 +257,7 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
         return []
     i = int(jumped[0]) + 1
     best, step = float(best_before[i - 1]), int(epochs.steps[i])
+    epoch = run.at(step) if run.axis == sig.EPOCH_AXIS else f"the epoch ending at step {step}"
     return [
         Finding(
             code="loss_divergence",
@@ -264,7 +265,7 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
             step=step,
             title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
             detail=(
-                f"The mean training loss of the epoch ending at step {step} was {values[i]:.4g}, "
+                f"The mean training loss of {epoch} was {values[i]:.4g}, "
                 f"{values[i] / best:.3g}x the best epoch before it ({best:.4g}): large steps threw the "
                 "weights away from where training had got to."
             ),
@@ -351,7 +352,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
                 step=settled,
                 title=f"Loss settled at the constant-prediction baseline ({baseline:.4g}): the model ignores its input",
                 detail=(
-                    f"Training loss ({name}) sits at {end:.4g} from step {settled} on, within "
+                    f"Training loss ({name}) sits at {end:.4g} from {run.at(settled)} on, within "
                     f"{BASELINE_TOLERANCE:.0%} of {baseline:.4g}, {how}: what a model that predicts the same "
                     "output for every input reaches. It learned the label distribution, nothing from the inputs."
                 ),
@@ -371,7 +372,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
             title=f"Loss is not decreasing: {progress:.1%} change over the whole run",
             detail=(
                 f"Training loss ({name}) started at {start:.4g} and ended at {end:.4g} "
-                f"over {len(loss)} points (steps {first}-{last})."
+                f"over {len(loss)} points ({run.at(first)} to {last})."
             ),
             evidence=Evidence((name,), first, last),
             fixes=_plateau_fixes(run),
@@ -431,7 +432,7 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
             step=onset,
             title=f"Loss oscillates without progress (swings of {spread:.0%} of its level)",
             detail=(
-                f"Over the second half of the run (from step {onset}) training loss ({name}) swings with an "
+                f"Over the second half of the run (from {run.at(onset)}) training loss ({name}) swings with an "
                 f"inter-quartile range of {spread:.0%} of its median {level:.4g}, which is {level / start:.0%} "
                 f"of the untrained model's loss {start:.4g}: no progress."
                 + (

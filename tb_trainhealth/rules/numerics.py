@@ -227,6 +227,12 @@ def _exploded_before(run: RunSignals, onset: int) -> tuple[str, float, str | Non
     return sentence, growth, layer
 
 
+def _evidence_series(run: RunSignals) -> tuple[str, ...]:
+    """The run's loss and gradient-norm curves, whichever it has (a Keras-only run has no gradients)."""
+    found = tuple(name for name in (sig.LOSS, sig.BATCH_LOSS, sig.GRAD_NORM) if run.get(name) is not None)
+    return found or (sig.EPOCH_LOSS,)
+
+
 def check_nonfinite(run: RunSignals) -> list[Finding]:
     hits: dict[str, int] = {}  # where -> first step
     first_layers: list[str] = []
@@ -238,7 +244,12 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             if where == "gradients":
                 first_layers = list(event.layers)
                 replicas = _replicas_hit(event)
-    for name, where in ((sig.LOSS, "loss"), (sig.EPOCH_LOSS, "loss"), (sig.GRAD_NORM, "gradients")):
+    for name, where in (
+        (sig.LOSS, "loss"),
+        (sig.BATCH_LOSS, "loss"),
+        (sig.EPOCH_LOSS, "loss"),
+        (sig.GRAD_NORM, "gradients"),
+    ):
         step = _first_nonfinite_step(run.get(name))
         if step is not None and (where not in hits or step < hits[where]):
             hits[where] = step
@@ -246,7 +257,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         return []
 
     onset = min(hits.values())
-    parts = [f"{where} at step {step}" for where, step in sorted(hits.items(), key=lambda kv: kv[1])]
+    parts = [f"{where} at {run.at(step)}" for where, step in sorted(hits.items(), key=lambda kv: kv[1])]
     detail = "First non-finite values: " + ", ".join(parts) + "."
     if first_layers:
         detail += f" Gradients went non-finite first in layer(s): {', '.join(first_layers[:5])}."
@@ -318,13 +329,13 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             code="nonfinite",
             severity=Severity.CRITICAL,
             step=onset,
-            title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at step {onset}"
+            title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at {run.at(onset)}"
             + (
                 f" after the gradients exploded ({exploded[1]:.2g}x)" if exploded is not None else _origin_title(origin)
             ),
             detail=detail,
             evidence=Evidence(
-                (sig.LOSS, sig.GRAD_NORM), onset, None, origin_layer or (first_layers[0] if first_layers else None)
+                _evidence_series(run), onset, None, origin_layer or (first_layers[0] if first_layers else None)
             ),
             fixes=fixes,
         )

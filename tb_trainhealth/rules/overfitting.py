@@ -96,9 +96,9 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
             code="overfitting",
             severity=Severity.WARNING,
             step=best_step,
-            title=f"Overfitting: validation loss up {_rise(best_val, last_val)} since step {best_step} while training loss fell",
+            title=f"Overfitting: validation loss up {_rise(best_val, last_val)} since {run.at(best_step)} while training loss fell",
             detail=(
-                f"Validation loss was best at {best_val:.4g} (step {best_step}) and rose to {last_val:.4g} over "
+                f"Validation loss was best at {best_val:.4g} ({run.at(best_step)}) and rose to {last_val:.4g} over "
                 f"the next {epochs} evaluations, while training loss fell from {train_at_best:.4g} to {train_last:.4g}."
             ),
             evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), best_step, last_step),
@@ -129,9 +129,9 @@ def _handled(run: RunSignals, end: FitEndEvent, best_step: int, last_step: int, 
         code="overfitting",
         severity=Severity.INFO,
         step=best_step,
-        title=f"EarlyStopping stopped the run as the validation loss rose ({_rise(best, last)} after step {best_step})",
+        title=f"EarlyStopping stopped the run as the validation loss rose ({_rise(best, last)} after {run.at(best_step)})",
         detail=(
-            f"Validation loss was best at {best:.4g} (step {best_step}) and rose to {last:.4g} by step {last_step}; "
+            f"Validation loss was best at {best:.4g} ({run.at(best_step)}) and rose to {last:.4g} by {run.at(last_step)}; "
             f"EarlyStopping ended training at epoch {end.epochs_run} of {end.epochs_planned} and {kept}."
         ),
         evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), best_step, last_step),

@@ -183,7 +183,7 @@ def _negative_loss(run: RunSignals) -> list[Finding]:
             code="label_problem",
             severity=Severity.CRITICAL,
             step=step,
-            title=f"{loss_name} went negative ({loss.values[below[0]]:.3g} at step {step})",
+            title=f"{loss_name} went negative ({loss.values[below[0]]:.3g} at {run.at(step)})",
             detail=(
                 f"Cross-entropy is never below 0 for valid targets; {below.size} recorded values are. The labels "
                 "are outside the range the loss is defined for (e.g. binary labels that are not 0/1, or "
