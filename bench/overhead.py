@@ -10,6 +10,11 @@ probe, a diagnosis, a read-back) count at their real rate. Each round gives a ra
 its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored] [--mlp]
 (--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs;
 --mlp: a tiny MLP with ~1 ms steps instead of the small CNN).
+
+`--fixed` measures the other cost, the one paid once per `fit` (tracing, set-up): a short
+fit (one epoch) timed whole, for a fresh model per fit and for a model that has fitted
+before (a new callback each time, as in a hyperparameter sweep), each config beside the
+same fit without callbacks in the same round; printed as the median extra ms per fit.
 """
 
 from __future__ import annotations
@@ -89,6 +94,36 @@ def strategy_for(mirrored: bool) -> tf.distribute.Strategy:
     return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 
 
+def fixed_costs(args, strategy, x, y, root: str) -> None:
+    """Extra wall time of one short fit (one epoch) over the same fit without callbacks."""
+    configs = {
+        "no callback": lambda tag: [],
+        "HealthCallback": lambda tag: [HealthCallback(os.path.join(root, f"fixed-health-{tag}"), verbose=False)],
+        "TensorBoard(update_freq=1)": lambda tag: [
+            keras.callbacks.TensorBoard(os.path.join(root, f"fixed-tb-{tag}"), update_freq=1)
+        ],
+    }
+    seconds: dict[tuple[str, str], list[float]] = {}
+    for round_index in range(args.rounds):
+        for name, make in configs.items():
+            keras.utils.set_random_seed(round_index)
+            with strategy.scope():
+                model = small_cnn(args.jit, args.mlp)
+            for kind in ("fresh model", "model fitted before"):
+                start = time.perf_counter()
+                model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=make(f"{round_index}-{kind[:5]}"))
+                seconds.setdefault((name, kind), []).append(time.perf_counter() - start)
+    steps = SAMPLES // BATCH
+    print(f"{'tiny MLP' if args.mlp else 'small CNN'}: one epoch of {steps} steps per fit, {args.rounds} rounds")
+    for kind in ("fresh model", "model fitted before"):
+        base = np.array(seconds[("no callback", kind)])
+        print(f"  {kind}: no callback {np.median(base) * 1000:.0f} ms per fit")
+        for name in list(configs)[1:]:
+            extra = (np.array(seconds[(name, kind)]) - base) * 1000
+            q25, q50, q75 = np.percentile(extra, [25, 50, 75])
+            print(f"    {name:32} +{q50:6.0f} ms per fit  (IQR {q25:.0f} to {q75:.0f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
@@ -96,12 +131,16 @@ def main() -> int:
     parser.add_argument("--jit", action="store_true", help="compile the step with XLA")
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
     parser.add_argument("--mlp", action="store_true", help="a tiny MLP (~1 ms steps) instead of the small CNN")
+    parser.add_argument("--fixed", action="store_true", help="the cost per fit (tracing, set-up) instead of per step")
     args = parser.parse_args()
     strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(SAMPLES, 28, 28, 1)).astype("float32")
     y = rng.integers(0, 10, SAMPLES).astype("int32")
     root = tempfile.mkdtemp()
+    if args.fixed:
+        fixed_costs(args, strategy, x, y, root)
+        return 0
     configs = {
         "no callback": lambda i: [],
         "HealthCallback": lambda i: [HealthCallback(os.path.join(root, f"health{i}"), verbose=False)],

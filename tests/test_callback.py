@@ -299,3 +299,67 @@ def test_the_event_file_is_closed_after_fit_and_a_fit_that_follows_at_once_write
     assert len(closed) == 2 and len(os.listdir(tmp_path / "r")) == 2
     run = read_logdir(str(tmp_path))["r"]
     np.testing.assert_array_equal(run.series[sig.LOSS].steps, np.arange(1, 13))  # 3 fits, 4 steps each
+
+
+class CountingTraces(keras.Sequential):
+    """A model that counts how often its train_step is traced (Python runs only while tracing)."""
+
+    traces = 0
+
+    def train_step(self, data):
+        type(self).traces += 1
+        return super().train_step(data)
+
+
+def counting_model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = CountingTraces(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)], name="counting"
+    )
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_the_same_model_fitting_again_is_not_traced_again(tmp_path):
+    """A new HealthCallback per fit (a sweep, a notebook cell): traced as often as Keras alone."""
+    x, y = data(96)
+    plain = counting_model()
+    plain.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    before = CountingTraces.traces
+    plain.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    assert CountingTraces.traces == before  # Keras alone: no trace on the second fit
+
+    model = counting_model()
+    start = CountingTraces.traces
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "a"), verbose=False)])
+    first_fit = CountingTraces.traces - start
+    assert 1 <= first_fit <= 2  # Keras alone traces a fresh model's step once or twice
+    model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "b"), verbose=False)])
+    assert CountingTraces.traces - start == first_fit  # the second fit reused the instrumented step
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)  # without the callback: Keras' own step, no probe
+    runs = read_logdir(str(tmp_path))
+    np.testing.assert_array_equal(runs["a"].series[sig.LOSS].steps, np.arange(1, 7))
+    np.testing.assert_array_equal(runs["b"].series[sig.LOSS].steps, np.arange(7, 19))  # steps go on
+    assert np.isfinite(runs["b"].layer_series[sig.LAYER_WEIGHT_NORM].values[0]).all()  # first row of a fit: norms
+    assert "scale_loss" not in model.optimizer.__dict__  # unwrapped between fits
+
+
+def test_compiling_again_gives_a_fresh_instrumented_step(tmp_path):
+    """After compile (here: a different loss) the recorded loss is the new loss, not the old step's."""
+    x, y = data(64)
+    model = counting_model()
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "a"), verbose=False)])
+    # The same optimizer object, the same variables: only compile itself tells the step is stale.
+    model.compile(model.optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=False))
+    expected = float(model.loss(y, model(x)))
+    model.fit(
+        x,
+        y,
+        batch_size=64,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+        callbacks=[HealthCallback(str(tmp_path / "b"), verbose=False)],
+    )
+    recorded = read_logdir(str(tmp_path))["b"].series[sig.LOSS].values[0]
+    assert recorded == pytest.approx(expected, rel=1e-5)

@@ -220,8 +220,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     @guarded("gradients")
     def _install_probe(self, steps_per_call: int) -> None:
-        self._probe = StepProbe(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
-        self._probe.install()
+        self._probe = StepProbe.attach(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
 
     @guarded("crashes")
     def _wrap_step_functions(self) -> None:
@@ -276,17 +275,17 @@ class HealthCallback(keras.callbacks.Callback):
         else:
             self._recording.flush()
 
-    def _uninstall_probe(self) -> None:
+    def _uninstall_probe(self, keep: bool = True) -> None:
         if self._probe is not None:
             probe, self._probe = self._probe, None
-            probe.uninstall()
+            probe.uninstall(keep)
 
     def _on_disable(self, probe: str) -> None:
         if probe == "gradients" and self._probe is not None:
             try:
-                self._uninstall_probe()
+                self._uninstall_probe(keep=False)  # a probe that failed is not kept for the next fit
             finally:
-                self._wrap_step_functions()  # uninstalling rebuilt the train function
+                self._wrap_step_functions()  # uninstalling put Keras' own train function back
 
     # -- per step ---------------------------------------------------------------------
     def _read_due(self) -> bool:

@@ -9,15 +9,23 @@ Writing runs on one background thread, in call order: a window of rows costs ~75
 summary ops per row, which the training thread would otherwise wait for (and on a GPU machine the
 host is idle during the step anyway). A write that fails (disk full, a flaky bucket) loses
 only itself: the first failure is printed once, and recording goes on.
+
+The file writer is TensorFlow's own summary writer resource, driven with `tf.raw_ops`: the
+graph function that writes a window of rows takes the writer as an input, so it is traced
+once per process (per row layout), not once per run: a sweep of short fits, each with its
+own HealthCallback, pays ~0.3 s of tracing once. No default writer and no `record_if` are
+involved, so Keras' TensorBoard callback cannot gate these writes.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import math
 import sys
+import uuid
 from concurrent import futures
 from typing import Any
 
@@ -38,15 +46,27 @@ MAX_QUEUED_WRITES = 8
 _WRITE_THREAD = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-trainhealth-writer")
 
 
+# How many events the writer queues before it writes them out (tf.summary's default).
+MAX_QUEUE = 10
+_SCALAR_METADATA = tags.scalar_metadata().SerializeToString()
+_TENSOR_METADATA = tags.tensor_metadata().SerializeToString()
+_RECORD_METADATA = tags.record_metadata().SerializeToString()
+_TRACED_LAYOUTS: set[tuple] = set()  # row layouts whose writer function is traced in this process
+
+
+def _write(writer: tf.Tensor, tag: str, value: Any, step: Any, metadata: bytes) -> None:
+    tf.raw_ops.WriteSummary(writer=writer, step=step, tensor=value, tag=tag, summary_metadata=metadata)
+
+
 class HealthWriter:
     def __init__(self, log_dir: str):
-        self._writer = tf.summary.create_file_writer(log_dir, flush_millis=FLUSH_MILLIS)
-        self._scalar_metadata = tags.scalar_metadata().SerializeToString()
-        self._tensor_metadata = tags.tensor_metadata().SerializeToString()
-        self._record_metadata = tags.record_metadata().SerializeToString()
-        self._row_writers: dict[tuple[str, ...], Any] = {}
+        # A summary writer resource of our own (what tf.summary.create_file_writer makes).
+        self._handle = tf.raw_ops.SummaryWriter(shared_name=f"tb_trainhealth_{uuid.uuid4().hex}", container="")
+        tf.raw_ops.CreateSummaryFileWriter(
+            writer=self._handle, logdir=log_dir, max_queue=MAX_QUEUE, flush_millis=FLUSH_MILLIS, filename_suffix=".v2"
+        )
+        self._closed = False
         self._queued: collections.deque[futures.Future] = collections.deque()
-        self._traced: set[tuple] = set()
         self._log_dir = log_dir
         self.failed_writes = 0
 
@@ -76,43 +96,6 @@ class HealthWriter:
             logger.warning("tb-trainhealth: a write to %s failed", self._log_dir, exc_info=err)
             print(f"tb-trainhealth: could not write to {self._log_dir}: {err!r} (recording goes on)", file=sys.stderr)
 
-    def _row_writer(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple):
-        """A graph function writing many rows per call: eager summary ops cost ~0.1 ms each.
-
-        Dense columns are written every row; sparse ones (learning rate, step time, memory,
-        non-finite counts) only where the host left a finite value, and per-layer weight
-        norms only on sampled rows: fewer records, same information. Traced once, for any
-        number of rows.
-        """
-        key = _row_key(dense_tags, sparse_tags, arrays)
-        if key in self._row_writers:
-            return self._row_writers[key]
-        scalar_metadata, tensor_metadata = self._scalar_metadata, self._tensor_metadata
-        signature = [tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)) for a in arrays]
-
-        @tf.function(input_signature=signature)
-        def write(steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows):
-            with tf.summary.record_if(True):
-                for i in tf.range(tf.shape(steps)[0]):
-                    step = steps[i]
-                    for j, tag in enumerate(dense_tags):
-                        tf.summary.write(tag, dense[i, j], step=step, metadata=scalar_metadata)
-                    for j, tag in enumerate(sparse_tags):
-                        if tf.math.is_finite(sparse[i, j]):
-                            tf.summary.write(tag, sparse[i, j], step=step, metadata=scalar_metadata)
-                    tf.summary.write(tags.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step=step, metadata=tensor_metadata)
-                    if weight_rows[i]:
-                        tf.summary.write(
-                            tags.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step=step, metadata=tensor_metadata
-                        )
-
-        # Each run's writer needs its own function (the default writer is captured when
-        # tracing), so a sweep of short fits traces this code once per fit: expected, and not
-        # worth TensorFlow's "excessive retracing" warning in the user's console.
-        write._omit_frequent_tracing_warning = True
-        self._row_writers[key] = write
-        return write
-
     def write_rows(
         self,
         steps: np.ndarray,
@@ -134,28 +117,25 @@ class HealthWriter:
         )
         self._submit(self._write_rows_now, dense_tags, sparse_tags, arrays)
         key = _row_key(dense_tags, sparse_tags, arrays)
-        if key not in self._traced:  # the first rows of a layout trace its writer (~0.3 s):
-            self._traced.add(key)  # on the caller's clock, once, not behind a later step
+        if key not in _TRACED_LAYOUTS:  # the first rows of a layout trace its writer (~0.3 s):
+            _TRACED_LAYOUTS.add(key)  # on the caller's clock, once, not behind a later step
             self._wait()
 
     def _write_rows_now(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> None:
-        with self._writer.as_default():
-            self._row_writer(dense_tags, sparse_tags, arrays)(*(tf.constant(a) for a in arrays))
+        _row_writer(*_row_key(dense_tags, sparse_tags, arrays))(self._handle, *(tf.constant(a) for a in arrays))
 
     def write_scalars(self, step: int, values: dict[str, float]) -> None:
         self._submit(self._write_scalars_now, step, dict(values))
 
     def _write_scalars_now(self, step: int, values: dict[str, float]) -> None:
-        with self._writer.as_default(), tf.summary.record_if(True):
-            for tag, value in values.items():
-                tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=self._scalar_metadata)
+        for tag, value in values.items():
+            _write(self._handle, tag, tf.constant(value, tf.float32), tf.constant(step, tf.int64), _SCALAR_METADATA)
 
     def write_vector(self, tag: str, step: int, values: np.ndarray) -> None:
         self._submit(self._write_vector_now, tag, step, np.array(values, np.float32))
 
     def _write_vector_now(self, tag: str, step: int, values: np.ndarray) -> None:
-        with self._writer.as_default(), tf.summary.record_if(True):
-            tf.summary.write(tag, tf.constant(values), step=step, metadata=self._tensor_metadata)
+        _write(self._handle, tag, tf.constant(values), tf.constant(step, tf.int64), _TENSOR_METADATA)
 
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed before this returns."""
@@ -164,24 +144,56 @@ class HealthWriter:
         self._wait()
 
     def _write_json_now(self, tag: str, step: int, text: str) -> None:
-        with self._writer.as_default(), tf.summary.record_if(True):
-            tf.summary.write(tag, tf.constant(text), step=step, metadata=self._record_metadata)
-        self._writer.flush()
+        _write(self._handle, tag, tf.constant(text), tf.constant(step, tf.int64), _RECORD_METADATA)
+        tf.raw_ops.FlushSummaryWriter(writer=self._handle)
 
     def flush(self) -> None:
         self._wait()
-        self._writer.flush()
+        if not self._closed:
+            tf.raw_ops.FlushSummaryWriter(writer=self._handle)
 
     def close(self) -> None:
         try:
             self._wait()
         finally:
-            self._writer.close()
+            if not self._closed:
+                self._closed = True
+                tf.raw_ops.CloseSummaryWriter(writer=self._handle)
+                tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
 def _row_key(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> tuple:
     """Rows of one layout (tags, layer count: it changes when layers are frozen between fits)."""
-    return dense_tags, sparse_tags, tuple(a.shape[1:] for a in arrays)
+    return dense_tags, sparse_tags, tuple((a.shape[1:], a.dtype.str) for a in arrays)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_writer(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], columns: tuple) -> Any:
+    """A graph function writing many rows per call to any writer: eager summary ops cost ~0.1 ms each.
+
+    Dense columns are written every row; sparse ones (learning rate, step time, memory,
+    non-finite counts) only where the host left a finite value, and per-layer weight
+    norms only on sampled rows: fewer records, same information. Traced once per process
+    for a layout, for any number of rows and any writer.
+    """
+    signature = [tf.TensorSpec([], tf.resource)] + [
+        tf.TensorSpec((None, *shape), tf.as_dtype(np.dtype(dtype))) for shape, dtype in columns
+    ]
+
+    @tf.function(input_signature=signature)
+    def write(writer, steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows):
+        for i in tf.range(tf.shape(steps)[0]):
+            step = steps[i]
+            for j, tag in enumerate(dense_tags):
+                _write(writer, tag, dense[i, j], step, _SCALAR_METADATA)
+            for j, tag in enumerate(sparse_tags):
+                if tf.math.is_finite(sparse[i, j]):
+                    _write(writer, tag, sparse[i, j], step, _SCALAR_METADATA)
+            _write(writer, tags.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step, _TENSOR_METADATA)
+            if weight_rows[i]:
+                _write(writer, tags.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step, _TENSOR_METADATA)
+
+    return write
 
 
 def finite_json(value: Any) -> Any:

@@ -57,10 +57,18 @@ class NanReplay:
         self._check_batch = check_batch
         self._row_count = row_count
         self.data: Any = None  # the step's batch, set by the owner's train_step wrapper (same trace)
-        self.origins: list[dict[str, Any]] = []  # each with the "row" it was found at
+        self.origins: list[dict[str, Any]] = []  # each with the "row" (of this fit) it was found at
+        self._first_row = 0  # the row count when this fit began
         with tf.init_scope():
             self.localized = tf.Variable(False, trainable=False, name="trainhealth_nan_localized")
             self.batch_checked = tf.Variable(False, trainable=False, name="trainhealth_batch_checked")
+
+    def begin_fit(self, first_row: int) -> None:
+        """A new fit of the same traced step: each cause may replay once again."""
+        self.localized.assign(False)
+        self.batch_checked.assign(False)
+        self.origins.clear()
+        self._first_row = first_row
 
     def hold(self, loss: tf.Tensor | None, grads: list) -> list:
         """The gradients, made to wait for the replay on the first non-finite loss.
@@ -116,5 +124,5 @@ class NanReplay:
             return False
         if origin is None:
             return False
-        self.origins.append({"row": int(count), **origin})
+        self.origins.append({"row": int(count) - self._first_row, **origin})
         return True

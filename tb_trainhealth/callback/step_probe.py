@@ -19,6 +19,11 @@ gradients; Keras all-reduces them inside it (`_all_reduce_sum_gradients`). The
 norms are taken from the all-reduced gradients (hooked there, so no extra
 all-reduce of gradients), the row is written by replica 0 only, and one small
 all-reduce carries the global loss and which replicas had non-finite gradients.
+
+A model keeps its probe and instrumented train function between fits (`StepProbe.attach`):
+the same model fitting again with a new HealthCallback is not traced again, as Keras alone
+would not trace it again. Anything that makes Keras rebuild its own train function
+(`compile`, a new optimizer, other trainable variables) makes a new probe too.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ logger = logging.getLogger(__name__)
 MAX_SNAPSHOT_PARAMS = 50_000_000
 
 Apply = Callable[..., Any]  # the optimizer's own `apply(grads, trainable_variables=None)`
+# Where a model keeps the probe of its last fit (set with object.__setattr__: not tracked by Keras).
+_ATTACHED = "_trainhealth_step_probe"
 
 
 def _probe_failed() -> None:
@@ -102,7 +109,20 @@ class GradientStats:
 
 
 class StepProbe:
-    """Installs the optimizer wrappers and owns the ring buffer they write."""
+    """Installs the optimizer wrappers and owns the ring buffer they write.
+
+    Rows are counted from the start of the current fit (`begin_fit`); the buffer and its
+    count go on across the fits of one model."""
+
+    @classmethod
+    def attach(cls, model: keras.Model, capacity: int, localize_nan: bool = True) -> StepProbe:
+        """The probe for this fit, installed: the model's previous one when its instrumented
+        train function still fits the model (no second trace), else a new one."""
+        previous = model.__dict__.get(_ATTACHED)
+        reusable = previous is not None and previous._still_fits(model, capacity, localize_nan)
+        probe = previous if reusable else cls(model, capacity, localize_nan)
+        probe.install()
+        return probe
 
     def __init__(self, model: keras.Model, capacity: int, localize_nan: bool = True) -> None:
         self.model = model
@@ -130,6 +150,26 @@ class StepProbe:
         replayable = localize_nan and not model.jit_compile and self.replicas == 1
         self._nan = NanReplay(model, self.count, enabled=replayable, check_batch=not self.uses_loss_scale)
         self._installed = False
+        self._localize_nan = localize_nan
+        with tf.init_scope():
+            self._fit_start_row = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_fit_start")
+        self._fit_start = 0
+        # What the instrumented function was traced for; Keras' own function, put back between fits.
+        self._variables = tuple(id(v) for v in model.trainable_variables)
+        self._keras_function: Any = None
+        self._instrumented: Any = None
+
+    def _still_fits(self, model: keras.Model, capacity: int, localize_nan: bool) -> bool:
+        """Whether this probe's instrumented train function is still the right one for `model`:
+        Keras' own function is the one this probe put back (no compile since), same optimizer,
+        same trainable variables, same buffer."""
+        return (
+            self._instrumented is not None
+            and model.train_function is self._keras_function
+            and model.optimizer is self.optimizer
+            and self._variables == tuple(id(v) for v in model.trainable_variables)
+            and (self.capacity, self._localize_nan) == (capacity, localize_nan)
+        )
 
     @property
     def nan_origins(self) -> list[dict[str, Any]]:
@@ -142,16 +182,32 @@ class StepProbe:
 
     # -- installing ---------------------------------------------------------------
     def install(self) -> None:
+        """Wrap the optimizer (and train_step) and put the instrumented train function in
+        place: this probe's from an earlier fit, or a new one traced on its first call. The
+        wrappers stay for the whole fit: a new input shape retraces with them."""
         self._wrap_optimizer()
         if self.replicas > 1:
             self._wrap_all_reduce()
         if self._nan.enabled:
             self._wrap_train_step()
         self._installed = True
-        # The train function may already be traced (an earlier fit): retrace with the wrappers.
-        self.model.make_train_function(force=True)
+        self._keras_function = self.model.train_function
+        if self._instrumented is None:
+            self.model.make_train_function(force=True)
+            self._instrumented = self.model.train_function
+        else:
+            self.model.train_function = self._instrumented
+        self._begin_fit()
 
-    def uninstall(self) -> None:
+    def _begin_fit(self) -> None:
+        start = int(self.count.numpy())
+        self._fit_start, self._read, self.lost_rows = start, start, 0
+        self._fit_start_row.assign(start)
+        self._nan.begin_fit(start)
+
+    def uninstall(self, keep: bool = True) -> None:
+        """Remove the wrappers and give the model back Keras' own train function (also valid
+        mid-fit). `keep`: the model keeps this probe for its next fit (not after a failure)."""
         if not self._installed:
             return
         for name in ("scale_loss", "apply"):
@@ -159,8 +215,14 @@ class StepProbe:
         self._updater.__dict__.pop("_all_reduce_sum_gradients", None)
         self.model.__dict__.pop("train_step", None)
         self._installed = False
-        # Rebuild (traced lazily on its next call) without the wrappers: also valid mid-fit.
-        self.model.make_train_function(force=True)
+        if self._keras_function is not None:
+            self.model.train_function = self._keras_function
+        else:
+            self.model.make_train_function(force=True)
+        if keep:
+            object.__setattr__(self.model, _ATTACHED, self)
+        else:
+            self.model.__dict__.pop(_ATTACHED, None)
 
     def _wrap_optimizer(self) -> None:
         optimizer = self.optimizer
@@ -322,7 +384,7 @@ class StepProbe:
         if not tracked:
             return tf.concat([tf.zeros([num_layers]), not_measured()], 0)
         skipped = tf.concat([tf.fill([num_layers], np.float32(NOT_SAMPLED)), not_measured()], 0)
-        first_of_fit = tf.equal(self.count, 0)  # so that even a short fit has its norms
+        first_of_fit = tf.equal(self.count, self._fit_start_row)  # so that even a short fit has its norms
         return tf.cond(tf.logical_or(first_of_fit, self._due(WEIGHT_NORM_EVERY)), measure, lambda: skipped)
 
     def _record(
@@ -379,11 +441,12 @@ class StepProbe:
 
     # -- on the host --------------------------------------------------------------
     def rows_written(self) -> int:
-        return int(self.count.numpy())
+        """Rows (steps) written in this fit."""
+        return int(self.count.numpy()) - self._fit_start
 
     def read_new_rows(self, base_step: int) -> Rows | None:
-        """Rows written since the last read; step = base_step + row number (1-based)."""
-        count = self.rows_written()
+        """Rows written since the last read; step = base_step + row number in this fit (1-based)."""
+        count = int(self.count.numpy())
         if count <= self._read:
             return None
         buffer = self.buffer.numpy()
@@ -391,4 +454,4 @@ class StepProbe:
         self.lost_rows += first - self._read
         numbers = np.arange(first, count)
         self._read = count
-        return Rows(base_step + numbers + 1, buffer[numbers % self.capacity], len(self.layout.names))
+        return Rows(base_step + numbers - self._fit_start + 1, buffer[numbers % self.capacity], len(self.layout.names))
