@@ -101,6 +101,31 @@ def _layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tens
     return 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in per_layer])
 
 
+def _build_optimizer_up_front(model: keras.Model) -> None:
+    """Create the optimizer's variables now, not inside the first traced step.
+
+    A `tf.function` that creates variables on its first call is traced a second time; Keras'
+    standard `train_step` builds the optimizer there, so a fresh model's step is traced twice
+    (and the probe's ops with it). Built here, with the variables that step will hand it, it
+    is traced once. Only for Keras' own `train_step`: a custom one may give this optimizer
+    only some of the variables."""
+    optimizer = getattr(model, "optimizer", None)
+    standard = getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
+    if optimizer is None or getattr(optimizer, "built", True) or not standard or not _fully_built(model):
+        return
+    try:
+        with model.distribute_strategy.scope():
+            optimizer.build(model.trainable_variables)
+    except Exception:  # Keras builds it in the step as usual
+        logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
+
+
+def _fully_built(model: keras.Model) -> bool:
+    """Every layer has its variables (a subclassed model may build some only in its first step)."""
+    layers = getattr(model, "_flatten_layers", None)
+    return bool(model.built and model.trainable_variables and layers) and all(layer.built for layer in layers())
+
+
 @dataclasses.dataclass(frozen=True)
 class GradientStats:
     layer_sumsq: tf.Tensor  # per layer, unscaled
@@ -193,6 +218,7 @@ class StepProbe:
         self._installed = True
         self._keras_function = self.model.train_function
         if self._instrumented is None:
+            _build_optimizer_up_front(self.model)
             self.model.make_train_function(force=True)
             self._instrumented = self.model.train_function
         else:
