@@ -1,0 +1,382 @@
+"""Preflight rules: `initial_loss_off`, `cannot_fit_small_batch`, `input_ignored`, `no_gradient`.
+
+They judge what a preflight measured (`PreflightEvent`, written by `tb_trainhealth.preflight` or
+`HealthCallback(preflight=True)` before any training step) and, to name a cause, the run's lint
+events. The latest preflight of a run is the one judged (a later fit may have fixed the set-up).
+The constants here are shared with the write side, which stops the small-batch fit at them.
+"""
+
+from __future__ import annotations
+
+from tb_trainhealth.contract.events import LintEvent, PreflightEvent
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.signals import RunSignals
+
+# -- initial loss --------------------------------------------------------------------------
+# The first loss is "off" beyond this many times what the output layer and loss imply. Only a
+# loss far ABOVE it counts: below is what pretrained weights and earlier fits give. A healthy
+# Glorot/He-initialised head gives logits of std ~1, which adds ~0.5 nat (K=10: ratio ~1.2;
+# binary: ~1.7); the ratio 3 needs logits of std ~4.5 (binary) or more. Measured on 40 healthy
+# set-ups (tests/test_preflight.py and bench notes): highest ratio 1.9 (a "pretrained" CNN
+# backbone with a fresh binary head); broken output scales gave 6-200.
+INITIAL_LOSS_FACTOR = 3.0
+# Regression outputs of a freshly initialised head are not 0 but of about unit scale on
+# unit-scale features: that much is added to mean(y^2) (MSE) or mean|y| (MAE) before comparing,
+# so small targets (y in [0, 0.1]) are not called off.
+REGRESSION_OUTPUT_ALLOWANCE = 1.0
+
+# -- overfitting one small batch -------------------------------------------------------------
+# The fit stops once the loss is this share of the reference: the best constant prediction's
+# loss on the batch (label entropy, target variance) or, where that is unknown, the first loss.
+# Memorising 32 samples gets there in 20-300 Adam steps for every healthy model tried.
+FIT_FRACTION = 0.1
+# At most this many steps (with the time budget): SGD(0.01) without momentum, the slowest
+# healthy optimizer tried, halves the reference on an MLP in ~150 steps.
+MAX_FIT_STEPS = 600
+# The fit "cannot fit" when, at the end, its loss is still above this share of the reference.
+# Between FIT_FRACTION and this, it was learning, just not done: no finding (a miss costs
+# less than a false alarm).
+CANNOT_FIT_SHARE = 0.7
+# Fewer steps than this (a tiny max_seconds) are no fair trial: not judged.
+MIN_JUDGED_STEPS = 50
+# Fewer trainable parameters than this per fitted sample (a linear head on a frozen backbone)
+# cannot be expected to memorise the batch (a linear model separates at most ~2 points per
+# dimension, Cover 1965; ReLU networks memorise N samples with O(N) parameters, Yun et al. 2019):
+# not judged. A 17-parameter head on a frozen backbone moved the loss 1% in 600 steps.
+MIN_PARAMS_PER_SAMPLE = 4
+# Loss fell by less than this share of its start: nothing is learning at all (critical).
+NO_PROGRESS_SHARE = 0.05
+
+# -- input dependence ------------------------------------------------------------------------
+# A fit at or below this share of the constant prediction's loss proves the model uses its
+# input (a model that sees every sample alike cannot go below it): no zeroed control needed.
+INPUT_USE_PROVEN = 0.5
+# The real fit ends above this share of the zeroed-input fit's loss: not clearly better.
+INPUT_IGNORED_RATIO = 0.8
+
+# Learning rates outside this range are the likely cause when nothing else is (Adam-family
+# defaults are 1e-3; fine-tuning goes to 1e-5; above 1 most optimizers diverge).
+LOW_LEARNING_RATE = 1e-5
+HIGH_LEARNING_RATE = 1.0
+
+
+def loss_is_regression(loss: LossKind | None) -> bool:
+    return loss is not None and not loss.is_probabilistic
+
+
+def latest_preflight(run: RunSignals) -> PreflightEvent | None:
+    events = run.events_of(PreflightEvent)
+    return events[-1] if events else None
+
+
+def _evidence(event: PreflightEvent, layer: str | None = None) -> Evidence:
+    return Evidence(("preflight",), event.step, event.step, layer)
+
+
+def _loss_name(event: PreflightEvent) -> str:
+    return event.loss.value if event.loss is not None else "loss"
+
+
+# -- initial_loss_off ------------------------------------------------------------------------
+def check_initial_loss_off(run: RunSignals) -> list[Finding]:
+    event = latest_preflight(run)
+    if event is None or event.initial_loss is None or event.expected_loss is None:
+        return []
+    allowance = REGRESSION_OUTPUT_ALLOWANCE if loss_is_regression(event.loss) else 0.0
+    limit = INITIAL_LOSS_FACTOR * (event.expected_loss + allowance)
+    if event.initial_loss <= limit:
+        return []
+    ratio = event.initial_loss / max(event.expected_loss + allowance, 1e-12)
+    if event.loss in CATEGORICAL_LOSSES or event.loss == LossKind.BINARY_CROSSENTROPY:
+        why = (
+            "The untrained model is confidently wrong: its logits are far too large, so each wrong class gets "
+            "most of the probability. Usual causes: a last layer initialised at a large scale, a scaling of the "
+            "logits (a temperature, an extra multiplication), or inputs far from unit scale."
+        )
+        fixes = (
+            Fix(
+                "Initialise the last layer at the default scale (or smaller) and drop any scaling of the logits.",
+                'keras.layers.Dense(n_classes, kernel_initializer="glorot_uniform")  # logits, no extra scaling',
+            ),
+            Fix(
+                "Check the input scale of the first batch.",
+                "print(x_train.min(), x_train.max(), x_train.std())",
+            ),
+        )
+    else:
+        why = (
+            "The untrained model's outputs are far larger than the targets: a wrong output scale (an "
+            "un-scaling of the predictions inside the model while the targets are already scaled, a last "
+            "layer initialised large) or inputs far from unit scale."
+        )
+        fixes = (
+            Fix(
+                "Predict targets of unit scale with a plainly initialised linear output, and un-scale outside the model.",
+                "y_mean, y_std = y_train.mean(), y_train.std()\n"
+                "model.fit(x_train, (y_train - y_mean) / y_std, ...)\n"
+                "predictions = model.predict(x) * y_std + y_mean",
+            ),
+            Fix(
+                "Check the input scale of the first batch.",
+                "print(x_train.min(), x_train.max(), x_train.std())",
+            ),
+        )
+    return [
+        Finding(
+            code="initial_loss_off",
+            severity=Severity.WARNING,
+            step=event.step,
+            title=f"Preflight: initial loss {event.initial_loss:.4g} is {ratio:.0f}x what the output implies",
+            detail=(
+                f"Before any training step, {_loss_name(event)} on {event.samples} samples is "
+                f"{event.initial_loss:.4g}; the output layer and loss imply about {event.expected_loss:.4g} "
+                f"({event.expected_how or 'at initialisation'}). {why}"
+            ),
+            evidence=_evidence(event),
+            fixes=fixes,
+        )
+    ]
+
+
+# -- no_gradient ---------------------------------------------------------------------------
+def check_no_gradient(run: RunSignals) -> list[Finding]:
+    event = latest_preflight(run)
+    if event is None or event.trainable_variables is None:
+        return []
+    if event.trainable_variables == 0:
+        return [
+            Finding(
+                code="no_gradient",
+                severity=Severity.CRITICAL,
+                step=event.step,
+                title="Preflight: the model has no trainable variables",
+                detail="Nothing in the model is trainable, so fit() changes nothing: every layer is frozen "
+                "(trainable=False) or the model has no weights.",
+                evidence=_evidence(event),
+                fixes=(
+                    Fix(
+                        "Unfreeze the layers to train (after building the head on a frozen backbone, compile again).",
+                        "backbone.trainable = True  # or only its last layers\nmodel.compile(optimizer=..., loss=...)",
+                    ),
+                ),
+            )
+        ]
+    stuck = [*event.no_gradient, *event.zero_gradient]
+    if not stuck:
+        return []
+    everything = len(stuck) >= event.trainable_variables
+    parts = []
+    if event.no_gradient:
+        parts.append(f"no gradient (None) for {_names(event.no_gradient)}: not connected to the loss")
+    if event.zero_gradient:
+        parts.append(f"a gradient of exactly zero for {_names(event.zero_gradient)}: nothing flows through them")
+    return [
+        Finding(
+            code="no_gradient",
+            severity=Severity.CRITICAL if everything else Severity.WARNING,
+            step=event.step,
+            title=f"Preflight: {len(stuck)} of {event.trainable_variables} trainable variables get no gradient",
+            detail=(
+                f"On the preflight batch, the loss gives {'; '.join(parts)}. The optimizer never changes these "
+                "variables. Causes: a branch whose output does not reach the loss, a tf.stop_gradient, a layer "
+                "built but not called, inputs that are all zero, or ReLU units dead from their initialisation."
+            ),
+            evidence=_evidence(event, _layer_of(stuck[0])),
+            fixes=(
+                Fix(
+                    "Connect the branch to the output, or, if it is meant to stay fixed, freeze it so it is not "
+                    "counted as trainable.",
+                    "layer.trainable = False  # for weights that must not train, instead of tf.stop_gradient",
+                ),
+                Fix(
+                    "List what gets no gradient yourself.",
+                    "with tf.GradientTape() as tape:\n"
+                    "    loss = model.compute_loss(x=x, y=y, y_pred=model(x, training=True))\n"
+                    "grads = tape.gradient(loss, model.trainable_variables)\n"
+                    "print([v.path for v, g in zip(model.trainable_variables, grads) if g is None])",
+                ),
+            ),
+        )
+    ]
+
+
+def _names(paths: tuple[str, ...], shown: int = 4) -> str:
+    listed = ", ".join(paths[:shown])
+    return listed + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
+def _layer_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else path
+
+
+# -- input_ignored ---------------------------------------------------------------------------
+def check_input_ignored(run: RunSignals) -> list[Finding]:
+    event = latest_preflight(run)
+    if event is None or event.zeroed_end_loss is None or event.fit_end_loss is None or event.fit_start_loss is None:
+        return []
+    real, zeroed, start = event.fit_end_loss, event.zeroed_end_loss, event.fit_start_loss
+    floor = event.floor_loss or 0.0
+    learned = real < (1 - NO_PROGRESS_SHARE) * start  # else the fit did not move: cannot_fit's case
+    if not learned or real - floor <= INPUT_IGNORED_RATIO * (zeroed - floor):
+        return []
+    baseline = (
+        f" The best constant prediction reaches {event.baseline_loss:.4g}." if event.baseline_loss is not None else ""
+    )
+    return [
+        Finding(
+            code="input_ignored",
+            severity=Severity.CRITICAL,
+            step=event.step,
+            title="Preflight: the model fits its batch no better with real inputs than with zeros",
+            detail=(
+                f"Trained on the same {event.samples} samples for {event.zeroed_steps} steps, the loss went "
+                f"from {start:.4g} to {real:.4g} with the real inputs and to {zeroed:.4g} with every input "
+                f"zeroed.{baseline} The model does not use its input: it can only learn the label "
+                "frequencies. Look for a layer that discards the input (a multiplication by 0, a reduction over "
+                "the batch axis, a slice that keeps padding), or inputs that reach the model constant."
+            ),
+            evidence=_evidence(event),
+            fixes=(
+                Fix(
+                    "Check that different inputs give different outputs before training.",
+                    "print(np.std(model.predict(x_train[:32]), axis=0))  # ~0 everywhere: the input is lost",
+                ),
+                Fix(
+                    "Reduce over the feature or time axis, never over the batch axis (axis 0).",
+                    "keras.ops.mean(x, axis=-1)  # not axis=0",
+                ),
+            ),
+        )
+    ]
+
+
+# -- cannot_fit_small_batch --------------------------------------------------------------------
+_OUTPUT_CHECKS = {
+    LintCheck.SOFTMAX_SINGLE_UNIT,
+    LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
+    LintCheck.RELU_WITH_CROSS_ENTROPY,
+    LintCheck.PROBABILITIES_AS_LOGITS,
+    LintCheck.LOGITS_AS_PROBABILITIES,
+    LintCheck.SIGMOID_WITH_CATEGORICAL,
+}
+_LABEL_CHECKS = {
+    LintCheck.INTEGER_LABELS_FOR_CATEGORICAL,
+    LintCheck.ONEHOT_LABELS_FOR_SPARSE,
+    LintCheck.LABEL_OUT_OF_RANGE,
+    LintCheck.FRACTIONAL_SPARSE_LABELS,
+    LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
+    LintCheck.SINGLE_CLASS,
+}
+_INPUT_CHECKS = {LintCheck.CONSTANT_INPUT, LintCheck.UNNORMALIZED_INPUT}
+_DROPOUT_CHECKS = {LintCheck.HIGH_DROPOUT, LintCheck.DROPOUT_AFTER_OUTPUT}
+
+
+def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
+    """The most likely reason a model cannot fit 32 samples, from the lint and the fit itself."""
+    lint = {e.check: e for e in run.events_of(LintEvent)}
+    output = next((lint[c] for c in _OUTPUT_CHECKS if c in lint), None)
+    if output is not None:
+        return (
+            f"the last layer's activation does not fit the loss or targets ({output.check.value.replace('_', ' ')}"
+            f"{', layer ' + output.layer if output.layer else ''})",
+            Fix(
+                "Match the output to the loss: logits with from_logits=True for classification, a linear output for "
+                "regression.",
+                "keras.layers.Dense(n_classes)  # no activation\n"
+                "loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)",
+            ),
+        )
+    labels = next((lint[c] for c in _LABEL_CHECKS if c in lint), None)
+    if labels is not None:
+        return (
+            f"labels that do not match the loss ({labels.check.value.replace('_', ' ')})",
+            Fix("Check the labels against the loss.", "print(y_train[:10], y_train.dtype, y_train.shape)"),
+        )
+    if event.no_gradient or event.zero_gradient:
+        return (
+            "trainable variables that get no gradient (see no_gradient)",
+            Fix(
+                "Connect every trainable layer to the loss.", "model.summary()  # every layer on the path to the output"
+            ),
+        )
+    inputs = next((lint[c] for c in _INPUT_CHECKS if c in lint), None)
+    if inputs is not None:
+        return (
+            f"the input scale ({inputs.check.value.replace('_', ' ')})",
+            Fix(
+                "Scale inputs inside the model.", "keras.layers.Rescaling(1.0 / 255)  # or keras.layers.Normalization()"
+            ),
+        )
+    rate, optimizer = event.learning_rate, "Adam"
+    diverged = event.fit_stopped == "nonfinite" or (
+        event.fit_max_loss is not None
+        and event.fit_start_loss is not None
+        and event.fit_max_loss > 2 * event.fit_start_loss
+    )
+    if diverged or (rate is not None and rate >= HIGH_LEARNING_RATE):
+        return (
+            f"a learning rate too high{f' ({rate:.3g})' if rate is not None else ''}: the loss "
+            + ("became NaN/Inf" if event.fit_stopped == "nonfinite" else "rose while training"),
+            Fix(
+                "Lower the learning rate 10-100x.",
+                f"optimizer = keras.optimizers.{optimizer}(learning_rate={(rate or 1e-2) / 30:.1g})",
+            ),
+        )
+    if rate is not None and rate <= LOW_LEARNING_RATE:
+        return (
+            f"a learning rate of {rate:.3g}, orders of magnitude below the usual 1e-3",
+            Fix("Raise the learning rate.", "optimizer = keras.optimizers.Adam(learning_rate=1e-3)"),
+        )
+    dropout = next((lint[c] for c in _DROPOUT_CHECKS if c in lint), None)
+    if dropout is not None:
+        return (
+            f"dropout ({dropout.layer}, rate {dropout.rate:g})" if dropout.rate is not None else "dropout",
+            Fix("Use dropout of 0.1-0.5, before the output layer.", "keras.layers.Dropout(0.3)"),
+        )
+    return (
+        "a model too small or missing a layer for the task (e.g. no hidden layer, no non-linearity), or a learning "
+        "rate far from the optimizer's usual range",
+        Fix(
+            "Add a hidden layer with a non-linearity, and try the optimizer's default learning rate.",
+            'keras.layers.Dense(64, activation="relu")  # before the output layer',
+        ),
+    )
+
+
+def check_cannot_fit_small_batch(run: RunSignals) -> list[Finding]:
+    event = latest_preflight(run)
+    if event is None or event.fit_end_loss is None or event.fit_start_loss is None or event.fit_steps is None:
+        return []
+    if event.fit_stopped == "reached":
+        return []
+    nonfinite = event.fit_stopped == "nonfinite"
+    if not nonfinite and event.fit_steps < MIN_JUDGED_STEPS:
+        return []
+    samples = event.fit_samples or event.samples
+    if event.trainable_params is not None and event.trainable_params < MIN_PARAMS_PER_SAMPLE * samples:
+        return []
+    reference = event.fit_reference if event.fit_reference is not None else event.fit_start_loss
+    floor = event.floor_loss or 0.0
+    start, end = event.fit_start_loss, event.fit_end_loss
+    if not nonfinite and end - floor <= CANNOT_FIT_SHARE * (reference - floor):
+        return []
+    stuck = nonfinite or end >= (1 - NO_PROGRESS_SHARE) * start
+    cause, fix = _likely_cause(run, event)
+    outcome = "the loss became NaN/Inf" if nonfinite else f"the loss went from {start:.4g} to {end:.4g}"
+    return [
+        Finding(
+            code="cannot_fit_small_batch",
+            severity=Severity.CRITICAL if stuck else Severity.WARNING,
+            step=event.step,
+            title=f"Preflight: the model cannot fit {samples} samples; likely cause: {cause.split(' (')[0]}",
+            detail=(
+                f"Trained on the same {samples} samples alone for {event.fit_steps} steps "
+                f"({event.fit_seconds or 0:.1f} s), {outcome}; a working set-up memorises them, far below "
+                f"{reference:.4g} ({'the best constant prediction' if reference == event.baseline_loss else 'the first loss'}). "
+                f"Most likely cause: {cause}."
+            ),
+            evidence=_evidence(event),
+            fixes=(fix,),
+        )
+    ]
