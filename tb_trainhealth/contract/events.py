@@ -224,7 +224,7 @@ class PreflightEvent(Event):
     fit_max_loss: float | None = None
     fit_reference: float | None = None
     fit_target: float | None = None
-    fit_stopped: str | None = None  # "reached", "steps", "time", "nonfinite"
+    fit_stopped: str | None = None  # "reached", "stalled", "steps", "time", "nonfinite"
     # The same fit with every input zeroed (run only when the real fit did not prove input use).
     zeroed_end_loss: float | None = None
     zeroed_steps: int | None = None

@@ -163,6 +163,22 @@ def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[Prefligh
         clone = clone_compiled(model)
     except CloneError as err:
         return PreflightEvent(step, skipped=(f"initial loss, fit, input and gradient checks: {err}",), **fields), lint
+    fields["deadline"] = deadline
+    try:
+        return _measure_clone(model, clone, batch, step, fields), lint
+    except Exception as err:  # (the first training step would fail the same way: say why, keep the lint)
+        why = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        return PreflightEvent(
+            step, skipped=(f"checks on the model: the loss fails on this batch ({why})",), **fields
+        ), lint
+
+
+def _measure_clone(
+    model: keras.Model, clone: keras.Model, batch: Batch, step: int, fields: dict[str, Any]
+) -> PreflightEvent:
+    """Initial loss, gradients, the small-batch fit and the control, on the clone."""
+    deadline = fields.pop("deadline")
+    loss = fields["loss"]
     small = batch.head(FIT_SAMPLES)
     outputs = _outputs(clone, batch)
     fields.update(outputs=outputs, initial_loss=finite_or_none(inference_loss(clone, batch)), fit_samples=small.size)
@@ -180,10 +196,10 @@ def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[Prefligh
         trainable_params=int(sum(np.prod(v.shape) for v in model.trainable_variables)),
     )
     if gradients.trainable == 0:
-        return PreflightEvent(step, **fields), lint
+        return PreflightEvent(step, **fields)
     skipped: list[str] = []
     fields.update(_fit_and_control(model, small, fields, deadline, skipped))
-    return PreflightEvent(step, skipped=tuple(skipped), **fields), lint
+    return PreflightEvent(step, skipped=tuple(skipped), **fields)
 
 
 def _fit_and_control(
@@ -203,7 +219,7 @@ def _fit_and_control(
     useful = baseline is not None and math.isfinite(start) and baseline - floor >= MIN_BASELINE_SHARE * scale
     reference = baseline if useful and baseline is not None else start
     target = floor + FIT_FRACTION * (reference - floor)
-    fit = overfit(clone, small, target, deadline=now + FIT_TIME_SHARE * max(deadline - now, 0.0))
+    fit = overfit(clone, small, target, deadline=now + FIT_TIME_SHARE * max(deadline - now, 0.0), floor=floor)
     found: dict[str, Any] = {
         "fit_steps": fit.steps,
         "fit_seconds": fit.seconds,

@@ -17,7 +17,7 @@ import warnings
 import keras
 
 from tb_trainhealth.callback.preflight.batch import Batch
-from tb_trainhealth.rules.preflight import MAX_FIT_STEPS
+from tb_trainhealth.rules.preflight import MAX_FIT_STEPS, STALL_SHARE, STALL_WINDOW
 
 # Look at the inference-mode loss every this many steps (the training-mode loss comes with every step).
 EVAL_EVERY = 10
@@ -30,7 +30,7 @@ class FitResult:
     max_loss: float
     steps: int
     seconds: float
-    stopped: str  # "reached", "steps", "time", "nonfinite"
+    stopped: str  # "reached", "stalled", "steps", "time", "nonfinite"
 
 
 def inference_loss(model: keras.Model, batch: Batch) -> float:
@@ -42,12 +42,19 @@ def inference_loss(model: keras.Model, batch: Batch) -> float:
 
 
 def overfit(
-    model: keras.Model, batch: Batch, target: float, deadline: float, max_steps: int = MAX_FIT_STEPS
+    model: keras.Model,
+    batch: Batch,
+    target: float,
+    deadline: float,
+    max_steps: int = MAX_FIT_STEPS,
+    floor: float | None = 0.0,
 ) -> FitResult:
-    """Train on the batch alone until the loss is at most `target`, `max_steps` or the deadline."""
+    """Train on the batch alone until the loss is at most `target` ("reached"), stops falling
+    ("stalled", see STALL_WINDOW; never with floor=None), `max_steps` ("steps") or the deadline ("time")."""
     began = time.perf_counter()
     start = inference_loss(model, batch)
     best, highest, steps, stopped = start, start, 0, "steps"
+    window_best = start  # the best loss STALL_WINDOW steps ago
     while steps < max_steps:
         if time.perf_counter() >= deadline:
             stopped = "time"
@@ -67,6 +74,11 @@ def overfit(
         if best <= target:
             stopped = "reached"
             break
+        if floor is not None and steps % STALL_WINDOW == 0:
+            if math.isfinite(window_best) and window_best - best < STALL_SHARE * (window_best - floor):
+                stopped = "stalled"
+                break
+            window_best = best
     return FitResult(start, best, highest, steps, time.perf_counter() - began, stopped)
 
 
@@ -75,7 +87,7 @@ def zeroed_control(model: keras.Model, batch: Batch, steps: int, deadline: float
     zeroed = batch.zeroed()
     if zeroed is None:
         return None
-    return overfit(model, zeroed, target=-math.inf, deadline=deadline, max_steps=steps)
+    return overfit(model, zeroed, target=-math.inf, deadline=deadline, max_steps=steps, floor=None)
 
 
 def finite_or_none(value: float) -> float | None:
