@@ -306,13 +306,6 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
             f"labels that do not match the loss ({labels.check.value.replace('_', ' ')})",
             Fix("Check the labels against the loss.", "print(y_train[:10], y_train.dtype, y_train.shape)"),
         )
-    if event.no_gradient or event.zero_gradient:
-        return (
-            "trainable variables that get no gradient (see no_gradient)",
-            Fix(
-                "Connect every trainable layer to the loss.", "model.summary()  # every layer on the path to the output"
-            ),
-        )
     inputs = next((lint[c] for c in _INPUT_CHECKS if c in lint), None)
     if inputs is not None:
         return (
@@ -340,6 +333,13 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
         return (
             f"a learning rate of {rate:.3g}, orders of magnitude below the usual 1e-3",
             Fix("Raise the learning rate.", "optimizer = keras.optimizers.Adam(learning_rate=1e-3)"),
+        )
+    if event.no_gradient or event.zero_gradient:
+        return (
+            "trainable variables that get no gradient (see no_gradient)",
+            Fix(
+                "Connect every trainable layer to the loss.", "model.summary()  # every layer on the path to the output"
+            ),
         )
     dropout = next((lint[c] for c in _DROPOUT_CHECKS if c in lint), None)
     if dropout is not None:
