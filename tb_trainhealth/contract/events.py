@@ -226,6 +226,7 @@ class PreflightEvent(Event):
     fit_target: float | None = None
     fit_stopped: str | None = None  # "reached", "stalled", "steps", "time", "nonfinite"
     # The same fit with every input zeroed (run only when the real fit did not prove input use).
+    zeroed_start_loss: float | None = None
     zeroed_end_loss: float | None = None
     zeroed_steps: int | None = None
     # Gradients on the batch, per trainable variable (paths).

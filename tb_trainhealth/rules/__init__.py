@@ -64,8 +64,9 @@ _BROKEN_SET_UP = {
     "unnormalized_input": Severity.WARNING,
 }
 
-# A first loss far off that the lint already explains (a wrong output activation, labels that
-# do not fit the loss, unscaled inputs): the lint's finding says what to change.
+# A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
+# (a wrong output activation, labels that do not fit the loss, unscaled inputs): the lint's
+# finding says what to change.
 _PREFLIGHT_EXPLAINED = {
     "output_loss_mismatch": Severity.WARNING,
     "label_problem": Severity.CRITICAL,
@@ -100,6 +101,6 @@ RULES: tuple[RuleSpec, ...] = (
     # small batch that cannot be fitted because the model ignores its input, are one problem.
     RuleSpec(check_initial_loss_off, ("initial_loss_off",), defers_to=_PREFLIGHT_EXPLAINED),
     RuleSpec(check_cannot_fit_small_batch, ("cannot_fit_small_batch",), defers_to={"input_ignored": Severity.CRITICAL}),
-    RuleSpec(check_input_ignored, ("input_ignored",), defers_to=_CONSTANT_INPUT),
+    RuleSpec(check_input_ignored, ("input_ignored",), defers_to={**_CONSTANT_INPUT, **_PREFLIGHT_EXPLAINED}),
     RuleSpec(check_no_gradient, ("no_gradient",)),
 )

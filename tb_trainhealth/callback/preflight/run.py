@@ -33,7 +33,6 @@ from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.preflight import (
     FIT_FRACTION,
     INPUT_USE_PROVEN,
-    NO_PROGRESS_SHARE,
     REGRESSION_OUTPUT_ALLOWANCE,
     loss_is_regression,
 )
@@ -163,9 +162,8 @@ def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[Prefligh
         clone = clone_compiled(model)
     except CloneError as err:
         return PreflightEvent(step, skipped=(f"initial loss, fit, input and gradient checks: {err}",), **fields), lint
-    fields["deadline"] = deadline
     try:
-        return _measure_clone(model, clone, batch, step, fields), lint
+        return _measure_clone(model, clone, batch, step, fields, deadline), lint
     except Exception as err:  # (the first training step would fail the same way: say why, keep the lint)
         why = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
         return PreflightEvent(
@@ -174,10 +172,9 @@ def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[Prefligh
 
 
 def _measure_clone(
-    model: keras.Model, clone: keras.Model, batch: Batch, step: int, fields: dict[str, Any]
+    model: keras.Model, clone: keras.Model, batch: Batch, step: int, fields: dict[str, Any], deadline: float
 ) -> PreflightEvent:
     """Initial loss, gradients, the small-batch fit and the control, on the clone."""
-    deadline = fields.pop("deadline")
     loss = fields["loss"]
     small = batch.head(FIT_SAMPLES)
     outputs = _outputs(clone, batch)
@@ -230,9 +227,10 @@ def _fit_and_control(
         "fit_target": finite_or_none(target),
         "fit_stopped": fit.stopped,
     }
-    learned = fit.stopped != "nonfinite" and fit.end_loss < (1 - NO_PROGRESS_SHARE) * fit.start_loss
-    if not (useful and learned) or fit.end_loss - floor <= INPUT_USE_PROVEN * (reference - floor):
-        return found  # input use proven, or nothing to compare (no baseline, nothing learned)
+    if fit.stopped == "time":
+        skipped.append("small-batch fit verdict: max_seconds ran out while the loss was still falling")
+    if not useful or fit.stopped == "nonfinite" or fit.end_loss - floor <= INPUT_USE_PROVEN * (reference - floor):
+        return found  # input use proven, or nothing to compare against (no baseline, NaN)
     if time.perf_counter() >= deadline:
         skipped.append("input check: the time budget ran out")
         return found
@@ -242,7 +240,11 @@ def _fit_and_control(
     elif control.steps < fit.steps:
         skipped.append(f"input check: the time budget ran out ({control.steps} of {fit.steps} steps)")
     else:
-        found.update(zeroed_end_loss=finite_or_none(control.end_loss), zeroed_steps=control.steps)
+        found.update(
+            zeroed_start_loss=finite_or_none(control.start_loss),
+            zeroed_end_loss=finite_or_none(control.end_loss),
+            zeroed_steps=control.steps,
+        )
     return found
 
 
