@@ -345,6 +345,11 @@ def test_a_run_with_only_a_preflight_shows_it_in_diagnose(tmp_path):
     (finding,) = runs["frozen"]["findings"]
     assert finding["code"] == "no_gradient" and finding["step"] == 0
     assert runs["healthy"]["status"] == "ok" and runs["healthy"]["event_counts"] == {"preflight": 1}
+    from test_plugin import client_for, get_json  # the Health tab's routes, through TensorBoard's app
+
+    client = client_for(str(tmp_path))
+    tab = get_json(client, "/findings?run=frozen")
+    assert [(f["code"], f["step"]) for f in tab["findings"]] == [("no_gradient", 0)]
 
 
 def test_a_preflight_before_a_fit_in_the_same_run_keeps_both(tmp_path):

@@ -97,7 +97,7 @@ def latest_preflight(run: RunSignals) -> PreflightEvent | None:
 
 
 def _evidence(event: PreflightEvent, layer: str | None = None) -> Evidence:
-    return Evidence(("preflight",), event.step, event.step, layer)
+    return Evidence(("events",), event.step, event.step, layer)
 
 
 def _loss_name(event: PreflightEvent) -> str:
