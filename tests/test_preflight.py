@@ -310,6 +310,13 @@ def test_raise_on_critical_raises_a_clear_error():
     tb_trainhealth.preflight(mlp(), x, y, raise_on="warning")  # a healthy model does not raise
 
 
+def test_an_uncompiled_model_is_refused_clearly():
+    x, y = classes()
+    model = keras.Sequential([keras.Input((20,)), L.Dense(10)])
+    with pytest.raises(ValueError, match=r"model\.compile"):
+        tb_trainhealth.preflight(model, x, y)
+
+
 def test_lint_findings_come_with_the_preflight():
     keras.utils.set_random_seed(0)
     x, y = classes()

@@ -139,6 +139,8 @@ def preflight(
         raise_on: "warning" or "critical" to raise `PreflightFailed` when a finding is that bad.
     """
     threshold = Severity.parse(raise_on) if raise_on else None
+    if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
+        raise ValueError("preflight needs a compiled model: call model.compile(optimizer=..., loss=...) first")
     began = time.perf_counter()
     batch = take_batch(x, y, batch_size)
     event, lint = measure(model, batch, began + max_seconds)
