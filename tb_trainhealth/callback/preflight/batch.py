@@ -67,7 +67,9 @@ def _gather(batches: Any, batch_size: int) -> Batch:
     xs, ys, ws = [], [], []
     for element in itertools.islice(batches, MAX_BATCHES):
         x, y, w = (_as_tensors(v) for v in _split(element))
-        xs.append(x), ys.append(y), ws.append(w)
+        xs.append(x)
+        ys.append(y)
+        ws.append(w)
         if sum(int(tf.nest.flatten(v)[0].shape[0]) for v in xs) >= batch_size:
             break
     if not xs:
