@@ -1,5 +1,6 @@
 """Writes the demo logdir: one healthy run per model family, one run per training problem,
-a crash, and a run that survives out-of-memory errors with tb_trainhealth.fit.
+a crash, a run that survives out-of-memory errors with tb_trainhealth.fit, and a run that
+has only a preflight (a set-up found broken before any training step).
 
 Usage: python demo/make_demo_logs.py [LOGDIR]   (default: demo_logs; about a minute on 2 cores)
 Then:  tb-trainhealth diagnose demo_logs
@@ -19,6 +20,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scenarios import SCENARIOS
 
 
+def preflight_only(run_dir: str) -> None:
+    """A classifier whose encoder is cut off by a stop_gradient and whose learning rate is 1e-7:
+    tb_trainhealth.preflight finds both in seconds, before the long run would have started."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import tb_trainhealth
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 20)).astype("float32")
+    y = np.argmax(x @ rng.normal(size=(20, 10)), axis=1)
+    inputs = keras.Input((20,))
+    encoded = keras.layers.Dense(64, activation="relu", name="encoder")(inputs)
+    frozen_by_mistake = keras.layers.Lambda(tf.stop_gradient, name="stop_gradient")(encoded)
+    model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax", name="classifier")(frozen_by_mistake))
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-7), loss="sparse_categorical_crossentropy")
+    tb_trainhealth.preflight(model, x, y, log_dir=run_dir)
+
+
 def main(argv: list[str]) -> int:
     logdir = argv[1] if len(argv) > 1 else "demo_logs"
     for scenario in SCENARIOS:
@@ -34,6 +56,11 @@ def main(argv: list[str]) -> int:
     oom_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oom_training.py")
     subprocess.run([sys.executable, oom_script, run_dir, "256"], check=True, capture_output=True)
     print(f"{'oom_retry':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+    started = time.perf_counter()
+    run_dir = os.path.join(logdir, "preflight_only")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    preflight_only(run_dir)
+    print(f"{'preflight_only':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
     print(f"\nNow run:  tb-trainhealth diagnose {logdir}")
     return 0
 

@@ -13,14 +13,26 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from tb_trainhealth.callback.health_callback import HealthCallback
+    from tb_trainhealth.callback.preflight.run import PreflightFailed, PreflightReport, preflight
     from tb_trainhealth.callback.training import TrainingOOMError, fit
 
-__all__ = ["HealthCallback", "TrainingOOMError", "__version__", "fit"]
+__all__ = [
+    "HealthCallback",
+    "PreflightFailed",
+    "PreflightReport",
+    "TrainingOOMError",
+    "__version__",
+    "fit",
+    "preflight",
+]
 
 _WRITE_SIDE = {
     "HealthCallback": "tb_trainhealth.callback.health_callback",
     "fit": "tb_trainhealth.callback.training",
     "TrainingOOMError": "tb_trainhealth.callback.training",
+    "preflight": "tb_trainhealth.callback.preflight.run",
+    "PreflightReport": "tb_trainhealth.callback.preflight.run",
+    "PreflightFailed": "tb_trainhealth.callback.preflight.run",
 }
 
 

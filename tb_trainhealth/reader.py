@@ -169,9 +169,8 @@ class SignalReader:
             info = _json_payload(point.numpy, run)
             run.info = RunInfo.parse(info) if isinstance(info, dict) else RunInfo()
         run.layers = list(run.info.layers)
-        run.events = _parse_events(
-            [_json_payload(point.numpy, run) for point in records.get(tags.TAG_EVENTS, [])], run.errors
-        )
+        points = records.get(tags.TAG_PREFLIGHT, []) + records.get(tags.TAG_EVENTS, [])  # preflight first
+        run.events = _parse_events([_json_payload(point.numpy, run) for point in points], run.errors)
         tensors = self._read_tensors(tags.PLUGIN_NAME, self._ours_tensors, run_name, ctx)
         for tag, name in sig.OUR_LAYER_TENSORS.items():
             points = [p for p in tensors.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]

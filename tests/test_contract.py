@@ -19,6 +19,7 @@ from tb_trainhealth.contract.events import (
     NonfiniteEvent,
     OomEvent,
     PipelineLintEvent,
+    PreflightEvent,
     parse_event,
 )
 from tb_trainhealth.contract.run_info import InputSource, LayerInfo, RunInfo
@@ -34,6 +35,17 @@ EXAMPLES = [
     CrashEvent(11, "InvalidArgumentError", "Incompatible shapes", "training", 0),
     OomEvent(9, batch_size=8192, next_batch_size=4096, memory_mb=7900.0, epoch=0),
     FitEndEvent(640, epochs_run=6, epochs_planned=50, stopped_early=True, stopped_by=("EarlyStopping",)),
+    PreflightEvent(
+        0,
+        samples=32,
+        loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY,
+        initial_loss=2.4,
+        expected_loss=2.3,
+        fit_steps=600,
+        fit_stopped="steps",
+        zero_gradient=("dense/kernel",),
+        skipped=("input check: the time budget ran out",),
+    ),
 ]
 
 

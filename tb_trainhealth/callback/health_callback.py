@@ -24,6 +24,7 @@ from tb_trainhealth.callback.fit_checks import FitChecks
 from tb_trainhealth.callback.input_probe import InputProbe
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
 from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
+from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
@@ -76,6 +77,8 @@ class HealthCallback(keras.callbacks.Callback):
         verbose: print one line per new warning/critical finding.
         measure_input: time each step's wait for its batch (see `input_probe`); False
             leaves Keras' in-graph batch fetch untouched.
+        preflight: at train start, run `tb_trainhealth.preflight` on the fit's first batches
+            (a clone of the model; seconds) and record its findings before the first step.
     """
 
     def __init__(
@@ -87,12 +90,14 @@ class HealthCallback(keras.callbacks.Callback):
         on_finding: Callable[[Finding], Any] | None = None,
         verbose: bool = True,
         measure_input: bool = True,
+        preflight: bool = False,
     ):
         super().__init__()
         if diagnose_every < 1:
             raise ValueError(f"diagnose_every must be >= 1, got {diagnose_every}")
         self.log_dir = str(log_dir)
         self.measure_input = measure_input
+        self.preflight = preflight
         self.guard = ProbeGuard(on_disable=self._on_disable)
         self.live = LiveDiagnosis(
             self.log_dir, diagnose_every, Severity.parse(stop_on) if stop_on else None, on_finding, verbose
@@ -189,6 +194,8 @@ class HealthCallback(keras.callbacks.Callback):
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
+        if self.preflight:
+            self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
         self._last_read, self._no_rows_yet, self._calls_since_read = time.perf_counter(), True, 0
         atexit.register(self._finish)
 

@@ -25,6 +25,7 @@ class EventKind(Name):
     OOM = "oom"
     FINDING = "finding"
     FIT_END = "fit_end"
+    PREFLIGHT = "preflight"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +191,51 @@ class FindingEvent(Event):
     finding: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class PreflightEvent(Event):
+    """What one preflight (`tb_trainhealth.preflight`) measured on a small batch, before any
+    training step; the read-side rules (rules/preflight.py) judge it. None: not measured."""
+
+    kind: ClassVar[EventKind] = EventKind.PREFLIGHT
+    urgent: ClassVar[bool] = True
+
+    samples: int = 0  # in the batch every check used
+    seconds: float | None = None  # the whole preflight
+    max_seconds: float | None = None
+    loss: LossKind | None = None  # a single built-in loss, else None
+    outputs: int | None = None  # units of the (single) output
+    # Initial loss: measured (inference mode) and what the output layer and loss imply.
+    initial_loss: float | None = None
+    expected_loss: float | None = None
+    expected_how: str | None = None
+    # On the fit batch: the best constant prediction's loss (label entropy, target variance) and
+    # a perfect prediction's (above 0 with label smoothing or soft labels).
+    baseline_loss: float | None = None
+    floor_loss: float | None = None
+    # Overfitting the batch: losses (best of training and inference mode), steps, why it stopped.
+    # The reference is the loss that means "nothing fitted" (the baseline, or the first loss).
+    fit_samples: int | None = None
+    trainable_params: int | None = None
+    learning_rate: float | None = None
+    fit_steps: int | None = None
+    fit_seconds: float | None = None
+    fit_start_loss: float | None = None
+    fit_end_loss: float | None = None
+    fit_max_loss: float | None = None
+    fit_reference: float | None = None
+    fit_target: float | None = None
+    fit_stopped: str | None = None  # "reached", "stalled", "steps", "time", "nonfinite"
+    # The same fit with every input zeroed (run only when the real fit did not prove input use).
+    zeroed_start_loss: float | None = None
+    zeroed_end_loss: float | None = None
+    zeroed_steps: int | None = None
+    # Gradients on the batch, per trainable variable (paths).
+    trainable_variables: int | None = None
+    no_gradient: tuple[str, ...] = ()  # gradient None: not connected to the loss
+    zero_gradient: tuple[str, ...] = ()  # gradient exactly zero everywhere
+    skipped: tuple[str, ...] = ()  # checks that could not run, each "check: why"
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind.value: cls
     for cls in (
@@ -202,6 +248,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         OomEvent,
         FitEndEvent,
         FindingEvent,
+        PreflightEvent,
     )
 }
 

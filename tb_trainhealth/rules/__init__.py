@@ -19,6 +19,12 @@ from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.rules.preflight import (
+    check_cannot_fit_small_batch,
+    check_initial_loss_off,
+    check_input_ignored,
+    check_no_gradient,
+)
 from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
@@ -58,6 +64,15 @@ _BROKEN_SET_UP = {
     "unnormalized_input": Severity.WARNING,
 }
 
+# A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
+# (a wrong output activation, labels that do not fit the loss, unscaled inputs): the lint's
+# finding says what to change.
+_PREFLIGHT_EXPLAINED = {
+    "output_loss_mismatch": Severity.WARNING,
+    "label_problem": Severity.CRITICAL,
+    "unnormalized_input": Severity.WARNING,
+}
+
 RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_nonfinite, ("nonfinite",), sees_past_nan=True),
     RuleSpec(check_exploding_gradients, ("exploding_gradients",)),
@@ -82,4 +97,10 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
     RuleSpec(check_dead_relu, ("dead_relu",), defers_to=_CONSTANT_INPUT),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
+    # Preflight (before any training step). An initial loss explained by a lint finding, and a
+    # small batch that cannot be fitted because the model ignores its input, are one problem.
+    RuleSpec(check_initial_loss_off, ("initial_loss_off",), defers_to=_PREFLIGHT_EXPLAINED),
+    RuleSpec(check_cannot_fit_small_batch, ("cannot_fit_small_batch",), defers_to={"input_ignored": Severity.CRITICAL}),
+    RuleSpec(check_input_ignored, ("input_ignored",), defers_to={**_CONSTANT_INPUT, **_PREFLIGHT_EXPLAINED}),
+    RuleSpec(check_no_gradient, ("no_gradient",)),
 )

@@ -1,0 +1,77 @@
+"""The model a preflight trains: a clone with the user's weights and a fresh copy of the user's
+optimizer, compiled with the user's loss. The user's model, weights and optimizer state are
+never touched (only read: `get_weights`, `get_config`)."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any
+
+import keras
+
+
+class CloneError(RuntimeError):
+    """The model or its optimizer cannot be copied (e.g. a subclassed model without get_config)."""
+
+
+def fresh_optimizer(optimizer: keras.optimizers.Optimizer) -> keras.optimizers.Optimizer:
+    """A new optimizer with the same settings (learning rate, schedule, clipping) and no state."""
+    try:
+        return optimizer.__class__.from_config(optimizer.get_config())
+    except Exception as err:
+        raise CloneError(f"the optimizer {type(optimizer).__name__} could not be copied: {err}") from err
+
+
+def clone_compiled(model: keras.Model) -> keras.Model:
+    """A compiled clone of `model` holding the same weights (no metrics: only the loss is needed)."""
+    if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
+        raise CloneError("the model is not compiled with a loss: call model.compile(optimizer=..., loss=...) first")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with _trusted_configs():
+                clone = keras.models.clone_model(model, clone_function=_clone_layer, recursive=True)
+            clone.set_weights(model.get_weights())
+    except Exception as err:
+        raise CloneError(f"the model could not be cloned ({type(err).__name__}: {err})") from err
+    config: dict[str, Any] = {}
+    try:
+        config = model.get_compile_config() or {}
+    except Exception:  # (a compile config that does not serialize: loss weights are then left out)
+        config = {}
+    clone.compile(
+        optimizer=fresh_optimizer(model.optimizer),
+        loss=model.loss,
+        loss_weights=config.get("loss_weights"),
+        jit_compile=False,  # a few hundred steps on one batch: XLA's compile time would dominate
+    )
+    return clone
+
+
+def _clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
+    """A new layer with the same config; a Lambda keeps its function object (a Python lambda or
+    `tf.stop_gradient` does not survive a round trip through its config)."""
+    if isinstance(layer, keras.layers.Lambda):
+        config = layer.get_config()
+        return keras.layers.Lambda(
+            layer.function,
+            output_shape=getattr(layer, "_output_shape", None),
+            mask=getattr(layer, "mask", None),
+            arguments=config.get("arguments"),
+            name=layer.name,
+        )
+    return layer.__class__.from_config(layer.get_config())
+
+
+@contextlib.contextmanager
+def _trusted_configs():
+    """The configs come from the user's own model in this process, not from a file: Keras' safe
+    mode (which refuses to rebuild Python lambdas from a saved config) has nothing to protect."""
+    try:
+        from keras.src.saving.serialization_lib import SafeModeScope
+    except ImportError:  # (another Keras layout: clone in safe mode)
+        yield
+        return
+    with SafeModeScope(False):
+        yield
