@@ -323,6 +323,7 @@ def test_a_fit_traces_the_step_once_and_a_second_fit_not_at_all(tmp_path, traces
     """A new HealthCallback per fit (a sweep, a notebook cell) costs no tracing beyond Keras' own:
     the optimizer is built before the first step, so even a fresh model's step is traced once
     (Keras alone traces it twice: the first trace creates the optimizer's variables)."""
+
     def adam_model() -> keras.Model:  # (Adam has slot variables, built in the first step)
         model = tiny_model()
         model.compile(keras.optimizers.Adam(1e-3), model.loss)
