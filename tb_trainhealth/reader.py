@@ -8,10 +8,12 @@ else from Keras' (`epoch_loss`, `batch_loss`) or plain `tf.summary.scalar` tags.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
 import posixpath
+import threading
 import time
 from typing import Any
 
@@ -29,6 +31,8 @@ from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 logger = logging.getLogger(__name__)
 
 KERAS_SUBRUNS = ("train", "validation")
+# Background re-listings (one at a time per reader; a few readers, one per experiment).
+_RELIST_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tb-trainhealth-relist")
 SCALARS_PLUGIN = "scalars"
 
 
@@ -71,11 +75,18 @@ class SignalReader:
         experiment_id: str = "",
         downsample: int = sig.MAX_POINTS,
         listing_ttl: float = 0.0,
+        relist_in_background: bool = False,
     ):
         """listing_ttl: reuse the tag listing for this many seconds (the plugin's routes for one
-        page refresh share it; TensorBoard itself only reloads data every few seconds)."""
+        page refresh share it; TensorBoard itself only reloads data every few seconds).
+        relist_in_background: once there is a listing, an expired one is served while a new
+        one is made on another thread (TensorBoard's Python loader takes seconds to list a big
+        logdir: a route must not wait for it)."""
         self._provider = data_provider
         self._listing_ttl = listing_ttl
+        self._relist_in_background = relist_in_background
+        self._relisting: concurrent.futures.Future | None = None
+        self._relist_lock = threading.Lock()
         self._listed_at = -float("inf")
         self._groups: list[RunGroup] = []
         self._experiment_id = experiment_id
@@ -87,20 +98,31 @@ class SignalReader:
 
     def groups(self, ctx: tb_context.RequestContext | None = None) -> list[RunGroup]:
         """List the runs (refreshing what is known about their tags, at most every listing_ttl s)."""
-        now = time.monotonic()
-        if now - self._listed_at < self._listing_ttl:
+        if time.monotonic() - self._listed_at < self._listing_ttl:
             return self._groups
         ctx = _request_context(ctx)
-        kwargs = {"experiment_id": self._experiment_id}
-        self._ours_scalars = self._provider.list_scalars(ctx, plugin_name=tags.PLUGIN_NAME, **kwargs)
-        self._ours_tensors = self._provider.list_tensors(ctx, plugin_name=tags.PLUGIN_NAME, **kwargs)
-        self._ours_records = self._provider.list_tensors(ctx, plugin_name=tags.RECORDS_PLUGIN_NAME, **kwargs)
-        self._plain_scalars = self._provider.list_scalars(ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
-        ours = frozenset(self._ours_scalars) | frozenset(self._ours_tensors) | frozenset(self._ours_records)
-        names = ours | set(self._plain_scalars)
-        self._groups = [g for g in group_runs(sorted(names), standalone=ours) if self._relevant(g)]
-        self._listed_at = now
+        if self._relist_in_background and self._listed_at > -float("inf"):
+            with self._relist_lock:
+                if self._relisting is None or self._relisting.done():
+                    self._relisting = _RELIST_POOL.submit(self._relist, ctx)
+                    self._relisting.add_done_callback(_report_failed_listing)
+            return self._groups
+        self._relist(ctx)
         return self._groups
+
+    def _relist(self, ctx: tb_context.RequestContext) -> None:
+        """A new listing of every run's tags, swapped in when complete."""
+        started = time.monotonic()
+        kwargs = {"experiment_id": self._experiment_id}
+        ours_scalars = self._provider.list_scalars(ctx, plugin_name=tags.PLUGIN_NAME, **kwargs)
+        ours_tensors = self._provider.list_tensors(ctx, plugin_name=tags.PLUGIN_NAME, **kwargs)
+        ours_records = self._provider.list_tensors(ctx, plugin_name=tags.RECORDS_PLUGIN_NAME, **kwargs)
+        plain_scalars = self._provider.list_scalars(ctx, plugin_name=SCALARS_PLUGIN, **kwargs)
+        ours = frozenset(ours_scalars) | frozenset(ours_tensors) | frozenset(ours_records)
+        self._ours_scalars, self._ours_tensors, self._ours_records = ours_scalars, ours_tensors, ours_records
+        self._plain_scalars = plain_scalars
+        self._groups = [g for g in group_runs(sorted(ours | set(plain_scalars)), standalone=ours) if self._relevant(g)]
+        self._listed_at = started
 
     def _relevant(self, group: RunGroup) -> bool:
         """Runs with our data or with a loss curve; other tools' runs are not ours to judge."""
@@ -221,6 +243,11 @@ class SignalReader:
                 if tag.startswith(sig.KERAS_EPOCH_TAG_PREFIX):
                     epoch_indexed.append(name)
         return epoch_indexed
+
+
+def _report_failed_listing(done: concurrent.futures.Future) -> None:
+    if done.exception() is not None:
+        logger.warning("tb-trainhealth: could not list the runs (the last listing is shown): %s", done.exception())
 
 
 def _series_and_walls(points: list) -> tuple[Series, np.ndarray]:

@@ -259,3 +259,53 @@ def test_fuzzed_queries_never_get_a_500(client, route, params):
 
     response = client.get(f"{PREFIX}/{route}?{urlencode(params)}")
     assert response.status_code < 500, (route, params, response.get_data(as_text=True)[:300])
+
+
+class BlockingListings:
+    """Wraps a data provider; once `block()` is called, listing calls wait until `release()`."""
+
+    def __init__(self, inner):
+        import threading
+
+        self._inner, self._gate, self.listings = inner, threading.Event(), 0
+        self._gate.set()
+
+    def block(self):
+        self._gate.clear()
+
+    def release(self):
+        self._gate.set()
+
+    def __getattr__(self, name):
+        method = getattr(self._inner, name)
+        if not name.startswith("list_"):
+            return method
+
+        def listing(ctx, **kwargs):
+            assert self._gate.wait(timeout=60), "never released"
+            self.listings += 1
+            return method(ctx, **kwargs)
+
+        return listing
+
+
+def test_the_runs_route_never_waits_for_a_new_listing(scenario_logdir, scenario_findings, monkeypatch):
+    """TensorBoard's Python loader lists a big logdir in seconds: an expired listing is served
+    while the new one is made on another thread."""
+    monkeypatch.setattr(health_plugin, "LISTING_TTL_SECONDS", 0.0)
+    provider = BlockingListings(open_logdir(scenario_logdir))
+    plugin = health_plugin.HealthPlugin(base_plugin.TBContext(logdir=scenario_logdir, data_provider=provider))
+    client = werkzeug_test.Client(application.TensorBoardWSGI([plugin], data_provider=provider), wrappers.Response)
+    first = {r["run"] for r in get_json(client, "/runs")["runs"]}
+    assert first == set(scenario_findings)
+
+    provider.block()  # every listing from now on hangs until released
+    listed = provider.listings
+    again = {r["run"] for r in get_json(client, "/runs")["runs"]}  # would hang here if it waited
+    assert again == first and provider.listings == listed
+    assert get_json(client, "/findings?run=nan_input")["findings"][0]["code"] == "nonfinite"
+
+    provider.release()
+    (reader,) = [cache._reader for cache in plugin._caches.values()]
+    reader._relisting.result(timeout=60)
+    assert provider.listings == listed + 4  # the new listing was made, in the background

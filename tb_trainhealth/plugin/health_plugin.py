@@ -97,7 +97,9 @@ class HealthPlugin(base_plugin.TBPlugin):
         if experiment not in self._caches:
             if len(self._caches) >= MAX_EXPERIMENTS:  # the id comes from the URL: bound what it can allocate
                 self._caches.pop(next(iter(self._caches)))
-            reader = SignalReader(self._provider, experiment, listing_ttl=LISTING_TTL_SECONDS)
+            reader = SignalReader(
+                self._provider, experiment, listing_ttl=LISTING_TTL_SECONDS, relist_in_background=True
+            )
             self._caches[experiment] = DiagnosisCache(reader)
         return self._caches[experiment]
 
