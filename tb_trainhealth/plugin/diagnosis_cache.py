@@ -47,8 +47,12 @@ class DiagnosisCache:
             names = {g.name for g in groups}
             self._cache = {name: d for name, d in self._cache.items() if name in names}
             self._running = {name: f for name, f in self._running.items() if name in names}
-            futures = [f for f in (self._start(group, ctx) for group in groups) if f is not None]
-        concurrent.futures.wait(futures, timeout=ANSWER_WITHIN_SECONDS)
+            started = [(group, self._start(group, ctx)) for group in groups]
+            # Only runs never diagnosed are waited for: a run with new data shows its last
+            # diagnosis at once (while TensorBoard's loader is still reading a big logdir,
+            # every poll would otherwise wait for the runs it just read more of).
+            first_looks = [f for group, f in started if f is not None and group.name not in self._cache]
+        concurrent.futures.wait(first_looks, timeout=ANSWER_WITHIN_SECONDS)
         with self._lock:
             diagnoses, pending = [], []
             for group in groups:
