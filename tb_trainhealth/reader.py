@@ -121,7 +121,8 @@ class SignalReader:
 
     def read(self, group: RunGroup, ctx: tb_context.RequestContext | None = None) -> RunSignals:
         ctx = _request_context(ctx)
-        run = RunSignals(run=group.name)
+        wall = self.last_step(group)[1]
+        run = RunSignals(run=group.name, last_write=wall if wall > 0 else None)
         main = group.members.get("main")
         if main is not None:
             self._read_ours(main, run, ctx)

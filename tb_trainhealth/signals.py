@@ -69,6 +69,11 @@ class RunSignals:
     # True when the run was written by HealthCallback (not only loss curves).
     has_health_data: bool = False
     errors: list[str] = dataclasses.field(default_factory=list)
+    # Wall time (Unix seconds) of the run's newest data, and the wall-clock time of the
+    # diagnosis; None when unknown (the online engine, synthetic runs). Rules that judge
+    # silence (`ended_abruptly`) need both.
+    last_write: float | None = None
+    now: float | None = None
 
     def __post_init__(self) -> None:
         for event in self.events:

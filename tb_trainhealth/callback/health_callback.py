@@ -3,7 +3,8 @@
 The callback only routes Keras' hooks to its parts: `StepProbe` (values from inside the
 step), `StepClock` (step time, memory), `RowRecorder` (rows into records), `Recording`
 (event file and the online engine's copy), `FitChecks` (lint, activation probe),
-`LiveDiagnosis` (rules while training) and `crash_guard` (the exception that ends it).
+`LiveDiagnosis` (rules while training), `crash_guard` (the exception that ends it) and
+`StallWatchdog` (a step that never finishes).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
+from tb_trainhealth.callback.stall_watchdog import StallWatchdog, describe_place, seconds_text
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.contract import tags
-from tb_trainhealth.contract.events import OomEvent
+from tb_trainhealth.contract.events import OomEvent, ResumedEvent, StallEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Finding, Severity
 
@@ -76,6 +78,10 @@ class HealthCallback(keras.callbacks.Callback):
         verbose: print one line per new warning/critical finding.
         measure_input: time each step's wait for its batch (see `input_probe`); False
             leaves Keras' in-graph batch fetch untouched.
+        stall_after: seconds without a finished training step before the run counts as
+            stalled (a hang: recorded at once with where each thread is, see
+            `stall_watchdog`). None: the larger of 5 minutes and 20x the median step time;
+            the fit's first step and each evaluation's first batch get 10 times as long.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class HealthCallback(keras.callbacks.Callback):
         on_finding: Callable[[Finding], Any] | None = None,
         verbose: bool = True,
         measure_input: bool = True,
+        stall_after: float | None = None,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -114,6 +121,14 @@ class HealthCallback(keras.callbacks.Callback):
         self._retrying = False
         self._said_lost_rows = False
         self._fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
+        self._watch = StallWatchdog(
+            stall_after,
+            on_stall=self._on_stall,
+            on_resume=self._on_resume,
+            on_quiet=self._on_quiet,
+            seconds_since_write=lambda: self._recording.seconds_since_write() if self._recording else 0.0,
+            on_error=lambda err: self.guard.disable("watchdog", err),
+        )
 
     @property
     def findings(self) -> list[Finding]:
@@ -135,13 +150,28 @@ class HealthCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
         self._clock.epoch_begin()
+        self._watch.at_step(self._step)
+        self._watch.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._clock.batch_begin()
+        watch = self._watch  # the watchdog's only per-step cost: two stores
+        watch.batch, watch.last = batch, self._clock.batch_begin()
         self._calls_since_read += 1
         if self._read_due():
             self._drain()
             self._diagnose_if_due()
+
+    def on_test_begin(self, logs=None):
+        self._count_steps()  # (a stall in validation is at the epoch's last step)
+        self._watch.at_step(self._step)
+        self._watch.test_begin()
+
+    def on_test_batch_begin(self, batch, logs=None):
+        watch = self._watch
+        watch.test_batch, watch.last = batch, time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        self._watch.test_end()
 
     def on_epoch_end(self, epoch, logs=None):
         self._clock.epoch_end()
@@ -186,6 +216,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._wrap_step_functions()
         adapter = _quietly(training_data_adapter)
         self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
+        self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
@@ -216,6 +247,8 @@ class HealthCallback(keras.callbacks.Callback):
             learning_rate=learning_rate,
             clips_gradients=clips,
             callbacks=fit_context.describe_callbacks(self._fit_callbacks),
+            watchdog=self.guard.enabled("watchdog"),
+            stall_after=self._watch.stall_after,
         )
 
     @guarded("gradients")
@@ -256,6 +289,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     def _finish(self) -> None:
         atexit.unregister(self._finish)
+        self.guard.run("watchdog", self._watch.stop)  # (a stall under way ends here)
         if self._checks is not None:
             self._checks.finish()
         self._drain()
@@ -320,9 +354,31 @@ class HealthCallback(keras.callbacks.Callback):
             return
         self._no_rows_yet = False
         step_ms, host_mb, device_mb = self._clock.take(len(rows.steps))
+        self._watch.add_step_times(step_ms)
         wait_ms = per_step(np.asarray(self._input.take_waits(), np.float64), len(rows.steps))
         self._step = int(rows.steps[-1])
         self._rows.record(probe, rows, self._base_step, step_ms, wait_ms, (host_mb, device_mb))
+
+    # -- the stall watchdog's reports (on its own thread) ---------------------------------
+    def _on_stall(self, event: StallEvent) -> None:
+        if self._recording is not None:
+            self._recording.write_now(event)
+        print(
+            f"tb-trainhealth: no training step finished for {seconds_text(event.seconds)} (step {event.step}), "
+            f"{describe_place(event)}. Stalled? Run: tb-trainhealth diagnose {self.log_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _on_resume(self, event: ResumedEvent) -> None:
+        if self._recording is not None:
+            self._recording.write_now(event)
+        if not event.ended:
+            print(f"tb-trainhealth: training resumed after {seconds_text(event.seconds)}", file=sys.stderr, flush=True)
+
+    def _on_quiet(self, step: int, seconds_since_step: float) -> None:
+        if self._recording is not None:
+            self._recording.alive(max(step, self._step), seconds_since_step)
 
     # -- per epoch ----------------------------------------------------------------------
     @guarded("epoch")

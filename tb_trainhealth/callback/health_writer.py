@@ -18,6 +18,8 @@ import json
 import logging
 import math
 import sys
+import threading
+import time
 from concurrent import futures
 from typing import Any
 
@@ -49,9 +51,17 @@ class HealthWriter:
         self._traced: set[tuple] = set()
         self._log_dir = log_dir
         self.failed_writes = 0
+        # The stall watchdog writes from its own thread: the queue of writes takes turns.
+        self._lock = threading.RLock()
+        self.last_write = time.perf_counter()  # when a write was last queued
 
     def _submit(self, write, *args) -> None:
         """Queue a write (waiting if far behind)."""
+        with self._lock:
+            self.last_write = time.perf_counter()
+            self._submit_now(write, *args)
+
+    def _submit_now(self, write, *args) -> None:
         while self._queued and (self._queued[0].done() or len(self._queued) >= MAX_QUEUED_WRITES):
             self._settle(self._queued.popleft())
         try:
@@ -63,8 +73,9 @@ class HealthWriter:
         self._queued.append(future)
 
     def _wait(self) -> None:
-        while self._queued:
-            self._settle(self._queued.popleft())
+        with self._lock:
+            while self._queued:
+                self._settle(self._queued.popleft())
 
     def _settle(self, write: futures.Future) -> None:
         """Wait for one queued write; report the first failure of this writer, once."""
@@ -160,17 +171,25 @@ class HealthWriter:
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed before this returns."""
         text = json.dumps(finite_json(payload), allow_nan=False)
-        self._submit(self._write_json_now, tag, step, text)
-        self._wait()
+        with self._lock:
+            self._submit(self._write_json_now, tag, step, text)
+            self._wait()
 
     def _write_json_now(self, tag: str, step: int, text: str) -> None:
         with self._writer.as_default(), tf.summary.record_if(True):
             tf.summary.write(tag, tf.constant(text), step=step, metadata=self._record_metadata)
         self._writer.flush()
 
+    def write_alive(self, step: int, seconds: float) -> None:
+        """The watchdog's heartbeat (`tags.TAG_ALIVE`), flushed with everything before it."""
+        with self._lock:
+            self._submit(self._write_scalars_now, step, {tags.TAG_ALIVE: seconds})
+            self.flush()
+
     def flush(self) -> None:
-        self._wait()
-        self._writer.flush()
+        with self._lock:
+            self._wait()
+            self._writer.flush()
 
     def close(self) -> None:
         try:

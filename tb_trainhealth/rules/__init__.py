@@ -19,6 +19,7 @@ from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.rules.stalls import check_ended_abruptly, check_training_stalled
 from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
@@ -56,6 +57,8 @@ _BROKEN_SET_UP = {
     "output_loss_mismatch": Severity.WARNING,
     "label_problem": Severity.CRITICAL,
     "unnormalized_input": Severity.WARNING,
+    "training_stalled": Severity.CRITICAL,
+    "ended_abruptly": Severity.CRITICAL,
 }
 
 RULES: tuple[RuleSpec, ...] = (
@@ -82,4 +85,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
     RuleSpec(check_dead_relu, ("dead_relu",), defers_to=_CONSTANT_INPUT),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
+    # About the process, not the values: they see past a NaN too.
+    RuleSpec(check_training_stalled, ("training_stalled",), sees_past_nan=True),
+    RuleSpec(check_ended_abruptly, ("ended_abruptly",), sees_past_nan=True),
 )

@@ -1,0 +1,294 @@
+"""Runs that stop moving: a real hang, a real SIGKILL, a real pause; and their healthy twins.
+
+The hang and the kill run in subprocesses (tests/stall_training.py); the rest train in
+process. Diagnoses read the event files as the CLI does, at a clock the test chooses.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import redirect_stdout
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT
+
+from tb_trainhealth import HealthCallback, cli
+from tb_trainhealth.contract.events import ResumedEvent, StallEvent, StallPhase
+from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
+from tb_trainhealth.findings import Finding, Severity
+from tb_trainhealth.logdir import open_logdir
+from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.rules.stalls import MIN_SILENCE_SECONDS, check_ended_abruptly
+from tb_trainhealth.signals import RunSignals, Series
+
+STALL_TRAINING = os.path.join(ROOT, "tests", "stall_training.py")
+HOUR = 3600.0
+
+
+def diagnose(logdir: str, at: float | None = None) -> dict[str, Diagnosis]:
+    """Every run under logdir, diagnosed at wall time `at` (default: now)."""
+    reader = SignalReader(open_logdir(logdir))
+    clock = time.time if at is None else (lambda: at)
+    return {group.name: diagnose_run(reader, group, clock=clock) for group in reader.groups()}
+
+
+def codes(diagnosis: Diagnosis) -> dict[str, Finding]:
+    return {finding.code: finding for finding in diagnosis.findings}
+
+
+def start_training(log_dir: str, mode: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, STALL_TRAINING, log_dir, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def wait_for_line(process: subprocess.Popen, text: str, timeout: float = 120.0) -> None:
+    """Read the child's stdout until `text` (a reader thread: readline must not block the deadline)."""
+    seen = threading.Event()
+
+    def read():
+        for line in process.stdout:
+            if text in line:
+                seen.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    if not seen.wait(timeout):
+        process.kill()
+        raise AssertionError(f"{text!r} never printed; stderr: {process.stderr.read()[-3000:]}")
+
+
+def kill(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+
+
+def test_a_hanging_generator_is_reported_while_it_hangs_naming_the_generator(tmp_path):
+    process = start_training(str(tmp_path / "hang"), "hang")
+    try:
+        wait_for_line(process, "HANGING")
+        deadline, found = time.monotonic() + 60, None
+        while found is None and time.monotonic() < deadline:
+            found = codes(diagnose(str(tmp_path))["hang"]).get("training_stalled")
+            time.sleep(0.5)
+        assert found is not None, "no training_stalled while the process hangs"
+        assert process.poll() is None  # diagnosed while it still hangs
+        assert found.severity == Severity.CRITICAL
+        assert "endless_batches" in found.title and "waiting for its next batch" in found.title
+        assert found.step == 12  # HANG_AFTER batches finished
+        assert any("timeout" in fix.text for fix in found.fixes)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            status = cli.main(["diagnose", str(tmp_path)])
+        assert status == cli.EXIT_FINDINGS and "training_stalled" in out.getvalue()
+        # Alive (the watchdog's heartbeat goes on while it hangs): never "ended abruptly".
+        time.sleep(3)
+        assert "ended_abruptly" not in codes(diagnose(str(tmp_path), at=time.time() + MIN_SILENCE_SECONDS / 2)["hang"])
+    finally:
+        kill(process)
+    (stall,) = diagnose(str(tmp_path))["hang"].signals.events_of(StallEvent)
+    assert stall.phase == StallPhase.INPUT and stall.allowance == 2.0
+    generator = [t for t in stall.threads if t.runs == "generator"]
+    assert generator and generator[0].frames[0].function == "endless_batches"
+    # Killed while it hung: still stalled, and now ended abruptly too, saying so.
+    later = codes(diagnose(str(tmp_path), at=time.time() + HOUR)["hang"])
+    assert later["training_stalled"].severity == Severity.CRITICAL
+    assert later["ended_abruptly"].severity == Severity.CRITICAL
+    assert "stalled since step 12" in later["ended_abruptly"].detail
+
+
+def test_a_run_killed_with_sigkill_ended_abruptly_at_its_last_step(tmp_path):
+    process = start_training(str(tmp_path / "killed"), "steady")
+    try:
+        wait_for_line(process, "STARTED")
+        time.sleep(6)  # a few epochs: rows, epoch logs and memory readings on disk
+    finally:
+        kill(process)
+    now = diagnose(str(tmp_path))["killed"]
+    assert "ended_abruptly" not in codes(now)  # within its allowance: it might still be writing
+    assert now.recheck_at is not None and now.recheck_at == pytest.approx(now.signals.last_write + MIN_SILENCE_SECONDS)
+    later = diagnose(str(tmp_path), at=time.time() + HOUR)["killed"]
+    found = codes(later)
+    assert set(found) & {"ended_abruptly", "training_stalled"} == {"ended_abruptly"}
+    last_step = max(int(series.steps[-1]) for series in later.signals.series.values())
+    assert found["ended_abruptly"].severity == Severity.CRITICAL and found["ended_abruptly"].step == last_step
+    assert "host memory reading" in found["ended_abruptly"].detail
+    assert any("BackupAndRestore" in (fix.code or "") for fix in found["ended_abruptly"].fixes)
+
+
+def toy_model() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    return model
+
+
+def generator_data(batches: int, sleep_at: dict[int, float]) -> tf.data.Dataset:
+    """`batches` batches; before batch i, sleep sleep_at[i] seconds (a slow read)."""
+
+    def batches_with_pauses():
+        rng = np.random.default_rng(0)
+        for index in range(batches):
+            time.sleep(sleep_at.get(index, sleep_at.get(-1, 0.0)))
+            x = rng.normal(size=(16, 4)).astype("float32")
+            yield x, x.sum(axis=1, keepdims=True)
+
+    spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None, 1), tf.float32))
+    return tf.data.Dataset.from_generator(batches_with_pauses, output_signature=spec)
+
+
+def test_a_long_pause_that_ends_is_a_warning_and_the_run_finished(tmp_path):
+    health = HealthCallback(str(tmp_path / "paused"), stall_after=1.5, verbose=False)
+    toy_model().fit(generator_data(10, {5: 4.0}), epochs=1, verbose=0, callbacks=[health])
+    diagnosis = diagnose(str(tmp_path), at=time.time() + HOUR)["paused"]
+    stalls, resumes = diagnosis.signals.events_of(StallEvent), diagnosis.signals.events_of(ResumedEvent)
+    assert len(stalls) == 1 and len(resumes) == 1 and not resumes[0].ended
+    assert stalls[0].step == 5 and 3.5 < resumes[0].seconds < 6
+    found = codes(diagnosis)
+    assert found["training_stalled"].severity == Severity.WARNING
+    assert "batches_with_pauses" in found["training_stalled"].title
+    assert "ended_abruptly" not in found  # it finished, however long ago
+    assert not threading_watchdogs()
+
+
+def threading_watchdogs() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "tb-trainhealth-watchdog"]
+
+
+@pytest.mark.parametrize(
+    "twin",
+    [
+        "slow_but_steady",  # every step 0.6 s, stall_after 1.5 s
+        "slow_first_step",  # the first step waits 4 s (a py_function at step 0 only), stall_after 1.5 s
+        "slow_validation",  # validation's first batch waits 4 s
+    ],
+)
+def test_healthy_twins_stay_quiet(tmp_path, twin):
+    model = toy_model()
+    health = HealthCallback(str(tmp_path / twin), stall_after=1.5, verbose=False)
+    if twin == "slow_but_steady":
+        model.fit(generator_data(8, {-1: 0.6}), epochs=1, verbose=0, callbacks=[health])
+    elif twin == "slow_first_step":
+        calls = []
+
+        def first_call_is_slow(x):
+            if not calls:
+                time.sleep(4.0)
+            calls.append(1)
+            return x
+
+        data = generator_data(8, {}).map(lambda x, y: (tf.py_function(first_call_is_slow, [x], tf.float32), y))
+        data = data.map(lambda x, y: (tf.ensure_shape(x, (None, 4)), y))
+        model.fit(data, epochs=1, verbose=0, callbacks=[health])
+    else:
+        model.fit(
+            generator_data(8, {}), validation_data=generator_data(4, {0: 4.0}), epochs=2, verbose=0, callbacks=[health]
+        )
+    diagnosis = diagnose(str(tmp_path), at=time.time() + HOUR)[twin]
+    assert not diagnosis.signals.events_of(StallEvent)
+    assert not set(codes(diagnosis)) & {"training_stalled", "ended_abruptly"}
+    assert diagnosis.signals.info.watchdog and diagnosis.recheck_at is None  # finished: nothing to wait for
+    assert not threading_watchdogs()  # stopped at train end
+
+
+def test_a_run_of_keras_tensorboard_callback_alone_never_ended_abruptly(tmp_path):
+    model = toy_model()
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    board = keras.callbacks.TensorBoard(str(tmp_path / "plain"))
+    model.fit(x, x.sum(axis=1, keepdims=True), epochs=2, verbose=0, callbacks=[board])
+    (diagnosis,) = diagnose(str(tmp_path), at=time.time() + HOUR).values()
+    assert diagnosis.signals.series and "ended_abruptly" not in codes(diagnosis)
+
+
+def test_a_watchdog_error_never_breaks_training_and_the_crash_stops_it(tmp_path, capsys):
+    health = HealthCallback(str(tmp_path / "r"), stall_after=1.0, verbose=False)
+
+    def broken(event):
+        raise RuntimeError("watchdog bug")
+
+    health._watch._on_stall = broken
+    history = toy_model().fit(generator_data(6, {2: 2.5}), epochs=1, verbose=0, callbacks=[health])
+    assert len(history.epoch) == 1
+    assert "watchdog probe disabled" in capsys.readouterr().err
+    assert not threading_watchdogs()
+
+    def crash_after_two():
+        for index in range(10):
+            if index == 2:
+                raise ValueError("corrupt record")
+            yield np.zeros((16, 4), "float32"), np.zeros((16, 1), "float32")
+
+    spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None, 1), tf.float32))
+    crashing = tf.data.Dataset.from_generator(crash_after_two, output_signature=spec)
+    with pytest.raises(Exception, match="corrupt record"):
+        toy_model().fit(crashing, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "c"), verbose=False)])
+    assert not threading_watchdogs()  # stopped on the crash
+    crashed = diagnose(str(tmp_path), at=time.time() + HOUR)["c"]
+    assert "training_crash" in codes(crashed) and "ended_abruptly" not in codes(crashed)
+
+
+def silent_run(info: RunInfo, events=(), last_step: int = 40) -> RunSignals:
+    steps = np.arange(1, last_step + 1)
+    return RunSignals(
+        run="r",
+        series={"loss": Series.of(steps, 1.0 / steps)},
+        events=list(events),
+        info=info,
+        has_health_data=True,
+        last_write=1000.0,
+        now=1000.0 + HOUR,
+    )
+
+
+def test_ended_abruptly_only_for_watched_runs_whose_last_fit_has_no_end():
+    from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
+
+    watched = RunInfo(watchdog=True, start_step=20)
+    assert check_ended_abruptly(silent_run(watched))  # silent for an hour, no end
+    assert not check_ended_abruptly(silent_run(RunInfo(start_step=20)))  # an older writer: no watchdog
+    assert not check_ended_abruptly(silent_run(watched, [FitEndEvent(step=40)]))
+    assert not check_ended_abruptly(silent_run(watched, [CrashEvent(step=31)]))
+    # The previous fit's end (at this fit's start step) does not end this fit.
+    assert check_ended_abruptly(silent_run(watched, [FitEndEvent(step=20)]))
+    within = dataclasses_replace(silent_run(watched), now=1000.0 + MIN_SILENCE_SECONDS - 1)
+    assert not check_ended_abruptly(within)
+    slow = RunInfo(watchdog=True, start_step=20, stall_after=600.0)  # its own allowance: 10 minutes
+    assert not check_ended_abruptly(dataclasses_replace(silent_run(slow), now=1000.0 + 500))
+    assert not check_ended_abruptly(dataclasses_replace(silent_run(watched), now=None))  # the online engine
+
+
+def dataclasses_replace(run: RunSignals, **changes) -> RunSignals:
+    import dataclasses
+
+    return dataclasses.replace(run, **changes)
+
+
+def test_the_tab_rediagnoses_a_silent_run_once_its_allowance_has_passed(tmp_path):
+    health = HealthCallback(str(tmp_path / "r"), stall_after=1.5, verbose=False)
+    toy_model().fit(generator_data(4, {}), epochs=1, verbose=0, callbacks=[health])
+    reader = SignalReader(open_logdir(str(tmp_path)))
+    cache = DiagnosisCache(reader)
+    from tensorboard import context as tb_context
+
+    ctx = tb_context.RequestContext()
+    first = cache.one("r", ctx)
+    assert cache.one("r", ctx) is first  # same data, no deadline: cached
+    first.recheck_at = time.time() - 1  # as for a run that went silent: its deadline passed
+    assert cache.one("r", ctx) is not first
