@@ -190,9 +190,10 @@ class HealthCallback(keras.callbacks.Callback):
         self._record_fit_end()
         self._finish()
 
-    @guarded("epoch")
+    @guarded("fit_end")
     def _record_fit_end(self) -> None:
-        """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included)."""
+        """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included).
+        Its own guard: a run without its end record would later read as `ended_abruptly`."""
         if self._recording is not None:
             self._count_steps()
             end = fit_context.fit_end(self._step, self.model, self._fit_callbacks, self._epoch + 1, self.params or {})
