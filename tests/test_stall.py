@@ -154,16 +154,57 @@ def generator_data(batches: int, sleep_at: dict[int, float]) -> tf.data.Dataset:
     return tf.data.Dataset.from_generator(batches_with_pauses, output_signature=spec)
 
 
-def test_a_long_pause_that_ends_is_a_warning_and_the_run_finished(tmp_path):
-    health = HealthCallback(str(tmp_path / "paused"), stall_after=1.5, verbose=False)
-    toy_model().fit(generator_data(10, {5: 4.0}), epochs=1, verbose=0, callbacks=[health])
+class SlowUpload(keras.callbacks.Callback):
+    """Uploads a checkpoint on the training thread at the first epoch's end (4 s)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            time.sleep(4.0)
+
+
+def slow_py_function_data() -> tf.data.Dataset:
+    calls = []
+
+    def decode_slowly(x):
+        if len(calls) == 5:
+            time.sleep(4.0)
+        calls.append(1)
+        return x
+
+    data = generator_data(10, {}).map(lambda x, y: (tf.py_function(decode_slowly, [x], tf.float32), y))
+    return data.map(lambda x, y: (tf.ensure_shape(x, (None, 4)), y))
+
+
+@pytest.mark.parametrize(
+    "place, named, fix",
+    [
+        ("generator", "batches_with_pauses", "timeout"),
+        ("py_function", "decode_slowly", "num_parallel_calls"),
+        ("callback", "SlowUpload.on_epoch_end", "background thread"),
+    ],
+)
+def test_a_long_pause_that_ends_is_a_warning_naming_its_place(tmp_path, place, named, fix):
+    # stop_on="critical": the pause must not read as a hang once training moves again.
+    health = HealthCallback(str(tmp_path / "paused"), stall_after=1.5, verbose=False, stop_on="critical")
+    model = toy_model()
+    if place == "generator":
+        history = model.fit(generator_data(10, {5: 4.0}), epochs=1, verbose=0, callbacks=[health])
+    elif place == "py_function":
+        history = model.fit(slow_py_function_data(), epochs=1, verbose=0, callbacks=[health])
+    else:
+        history = model.fit(generator_data(6, {}), epochs=2, verbose=0, callbacks=[health, SlowUpload()])
+    assert len(history.epoch) == (2 if place == "callback" else 1)
     diagnosis = diagnose(str(tmp_path), at=time.time() + HOUR)["paused"]
     stalls, resumes = diagnosis.signals.events_of(StallEvent), diagnosis.signals.events_of(ResumedEvent)
     assert len(stalls) == 1 and len(resumes) == 1 and not resumes[0].ended
-    assert stalls[0].step == 5 and 3.5 < resumes[0].seconds < 6
+    assert stalls[0].step == (6 if place == "callback" else 5)
+    assert 3.5 < resumes[0].seconds < 12  # the 4 s pause (and, for the callback, an epoch change)
+    expected_phase = StallPhase.CALLBACK if place == "callback" else StallPhase.INPUT
+    assert stalls[0].phase == expected_phase
     found = codes(diagnosis)
     assert found["training_stalled"].severity == Severity.WARNING
-    assert "batches_with_pauses" in found["training_stalled"].title
+    assert named in found["training_stalled"].title
+    assert any(fix in text for text in [f.text + (f.code or "") for f in found["training_stalled"].fixes])
     assert "ended_abruptly" not in found  # it finished, however long ago
     assert not threading_watchdogs()
 

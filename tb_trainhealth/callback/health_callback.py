@@ -390,6 +390,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     # -- online diagnosis ---------------------------------------------------------------
     def _diagnose_if_due(self) -> None:
+        self.guard.run("watchdog", self._watch.catch_up)  # (not stalled: this thread is running)
         if self._recording is not None and self.guard.run("diagnosis", self.live.maybe, self._recording, self._step):
             self.model.stop_training = True
         self._write_events()
@@ -397,6 +398,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _diagnose(self, final: bool) -> None:
         if self._recording is None:
             return
+        self.guard.run("watchdog", self._watch.catch_up)
         stop = self.guard.run("diagnosis", self.live.now, self._recording, self._step, final)
         if stop and self.model is not None:
             self.model.stop_training = True

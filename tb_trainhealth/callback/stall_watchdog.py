@@ -9,7 +9,8 @@ step finishes again. While nothing else is written (compiling, a long validation
 writes a heartbeat, so that readers can tell a live process from one that was killed.
 
 Per step it costs the caller two attribute stores (`batch`, `last`); everything else runs on
-its own thread, and no TensorFlow call is made there (a hung device must not hang the watchdog).
+its own thread, which makes no TensorFlow call itself (it reads no variable: a hung device
+must not hang the watchdog) and hands its records to the event file's writer thread.
 
 Usage (HealthCallback does all this; `HealthCallback(log_dir, stall_after=120)` sets the allowance):
 
@@ -198,16 +199,29 @@ class StallWatchdog:
             if self._on_error is not None:
                 self._on_error(err)
 
+    def catch_up(self) -> None:
+        """Record a resume the thread has not seen yet (the training thread calls this before
+        it diagnoses: a step just finished, so the run is not stalled, whatever the log says)."""
+        if self._stalled_since is not None:
+            with self._state:
+                self._resume_if_moved()
+
+    def _resume_if_moved(self) -> bool:
+        since, last = self._stalled_since, self.last
+        if since is None or last == since:
+            return False
+        self._stalled_since = None
+        self._on_resume(ResumedEvent(step=self.step, seconds=round(last - since, 3)))
+        return True
+
     def check(self) -> None:
         """One look: a stall begins, a stall ends, or a heartbeat is due."""
         with self._state:
-            last, now = self.last, time.perf_counter()
-            if self._stalled_since is not None and last != self._stalled_since:
-                seconds, self._stalled_since = last - self._stalled_since, None
-                self._on_resume(ResumedEvent(step=self.step, seconds=round(seconds, 3)))
-            elif self._stalled_since is None and now - last > (allowance := self.allowance()):
-                self._stalled_since = last
-                self._on_stall(self._stall_event(now - last, allowance))
+            if not self._resume_if_moved() and self._stalled_since is None:
+                last, now, allowance = self.last, time.perf_counter(), self.allowance()
+                if now - last > allowance:
+                    self._stalled_since = last
+                    self._on_stall(self._stall_event(now - last, allowance))
         quiet, since_write = self._on_quiet, self._seconds_since_write
         if quiet is not None and since_write is not None and since_write() >= self.heartbeat_seconds:
             quiet(self.step, time.perf_counter() - self.last)
