@@ -22,7 +22,7 @@ import tensorflow as tf
 from conftest import ROOT
 
 from tb_trainhealth import HealthCallback, cli
-from tb_trainhealth.contract.events import ResumedEvent, StallEvent, StallPhase
+from tb_trainhealth.contract.events import FitEndEvent, ResumedEvent, StallEvent, StallPhase
 from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
 from tb_trainhealth.findings import Finding, Severity
@@ -286,6 +286,26 @@ def test_a_watchdog_error_never_breaks_training_and_the_crash_stops_it(tmp_path,
     assert "training_crash" in codes(crashed) and "ended_abruptly" not in codes(crashed)
 
 
+class FailsAtEpochEnd(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        raise KeyError("a bug in the user's callback")
+
+
+def test_a_fit_left_without_train_end_is_not_a_stall_nor_a_kill(tmp_path):
+    """As in a notebook: the fit stopped by an exception Keras does not report to callbacks (or
+    Ctrl-C), and the kernel lives on. The watchdog records the fit's end and stops watching."""
+    health = HealthCallback(str(tmp_path / "r"), stall_after=1.0, verbose=False)
+    with pytest.raises(KeyError):
+        toy_model().fit(generator_data(4, {}), epochs=3, verbose=0, callbacks=[health, FailsAtEpochEnd()])
+    time.sleep(3.0)  # three allowances in the kernel that goes on
+    assert not threading_watchdogs()
+    diagnosis = diagnose(str(tmp_path), at=time.time() + HOUR)["r"]
+    assert not diagnosis.signals.events_of(StallEvent)
+    (end,) = diagnosis.signals.events_of(FitEndEvent)
+    assert end.stopped_early and end.step == 4
+    assert not set(codes(diagnosis)) & {"training_stalled", "ended_abruptly"}
+
+
 def silent_run(info: RunInfo, events=(), last_step: int = 40) -> RunSignals:
     steps = np.arange(1, last_step + 1)
     return RunSignals(
@@ -300,7 +320,7 @@ def silent_run(info: RunInfo, events=(), last_step: int = 40) -> RunSignals:
 
 
 def test_ended_abruptly_only_for_watched_runs_whose_last_fit_has_no_end():
-    from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
+    from tb_trainhealth.contract.events import CrashEvent
 
     watched = RunInfo(watchdog=True, start_step=20)
     assert check_ended_abruptly(silent_run(watched))  # silent for an hour, no end

@@ -32,7 +32,7 @@ from tb_trainhealth.callback.stall_watchdog import StallWatchdog, describe_place
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.contract import tags
-from tb_trainhealth.contract.events import OomEvent, ResumedEvent, StallEvent
+from tb_trainhealth.contract.events import FitEndEvent, OomEvent, ResumedEvent, StallEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Finding, Severity
 
@@ -128,6 +128,7 @@ class HealthCallback(keras.callbacks.Callback):
             on_quiet=self._on_quiet,
             seconds_since_write=lambda: self._recording.seconds_since_write() if self._recording else 0.0,
             on_error=lambda err: self.guard.disable("watchdog", err),
+            on_fit_left=self._on_fit_left,
         )
 
     @property
@@ -376,6 +377,12 @@ class HealthCallback(keras.callbacks.Callback):
             self._recording.write_now(event)
         if not event.ended:
             print(f"tb-trainhealth: training resumed after {seconds_text(event.seconds)}", file=sys.stderr, flush=True)
+
+    def _on_fit_left(self, step: int) -> None:
+        """fit() ended without train end or a recorded crash (Ctrl-C, an exception in a
+        callback): its end, so that the run does not read as killed later."""
+        if self._recording is not None:
+            self._recording.write_now(FitEndEvent(step=max(step, self._step), stopped_early=True))
 
     def _on_quiet(self, step: int, seconds_since_step: float) -> None:
         if self._recording is not None:

@@ -74,6 +74,8 @@ LIBRARIES = (
     "ml_dtypes",
     "tb_trainhealth",
 )
+# Packages whose `fit` the watchdog watches (the training thread leaving it ends the watch).
+FIT_PACKAGES = ("keras", "tf_keras", "tb_trainhealth")
 _HOOKS = frozenset(name for name in dir(keras.callbacks.Callback) if name.startswith("on_"))
 _INPUT_FETCH = (os.path.abspath(input_probe.__file__), "__next__")  # TimedBatches.__next__: waiting for a batch
 
@@ -94,16 +96,21 @@ class StallWatchdog:
         on_quiet: Callable[[int, float], None] | None = None,
         seconds_since_write: Callable[[], float] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        on_fit_left: Callable[[int], None] | None = None,
     ):
         """on_quiet(step, seconds since the last step): write a heartbeat, called when
         `seconds_since_write()` reaches `contract.stall.heartbeat_seconds`. on_error: the
-        thread failed (it stops; training goes on)."""
+        thread failed (it stops; training goes on). on_fit_left(step): the training thread
+        left `fit` without train end (Ctrl-C in a notebook, an exception in a callback): the
+        watch ends there, and a live kernel is not a stalled run."""
         if stall_after is not None and not (isinstance(stall_after, (int, float)) and stall_after > 0):
             raise ValueError(f"stall_after must be a number of seconds > 0 (or None), got {stall_after!r}")
         self.stall_after = None if stall_after is None else float(stall_after)
         self._on_stall, self._on_resume, self._on_quiet = on_stall, on_resume, on_quiet
         self._seconds_since_write = seconds_since_write
         self._on_error = on_error
+        self._on_fit_left = on_fit_left
+        self._in_fit = False  # started inside Keras' fit (not a custom loop calling the hooks)
         self.last = time.perf_counter()
         self.batch = 0
         self.step_base = 0
@@ -129,6 +136,7 @@ class StallWatchdog:
         self.evaluating, self.test_batch = False, -1
         self.last = time.perf_counter()
         self._training_thread = threading.get_ident()
+        self._in_fit = runs_fit(sys._getframe())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(self._stop,), name="tb-trainhealth-watchdog")
         self._thread.daemon = True
@@ -136,7 +144,7 @@ class StallWatchdog:
 
     def at_step(self, step: int) -> None:
         """An epoch boundary: `step` steps are done (exactly; within an epoch, Keras' batch index counts)."""
-        self.step_base, self.batch = step, 0
+        self.step_base, self.batch = max(step, self.step), 0  # (the hooks' count, if `step` lags)
 
     def test_begin(self) -> None:
         self.evaluating, self.test_batch, self.last = True, -1, time.perf_counter()
@@ -217,6 +225,8 @@ class StallWatchdog:
     def check(self) -> None:
         """One look: a stall begins, a stall ends, or a heartbeat is due."""
         with self._state:
+            if self._left_fit():
+                return
             if not self._resume_if_moved() and self._stalled_since is None:
                 last, now, allowance = self.last, time.perf_counter(), self.allowance()
                 if now - last > allowance:
@@ -225,6 +235,20 @@ class StallWatchdog:
         quiet, since_write = self._on_quiet, self._seconds_since_write
         if quiet is not None and since_write is not None and since_write() >= self.heartbeat_seconds:
             quiet(self.step, time.perf_counter() - self.last)
+
+    def _left_fit(self) -> bool:
+        """The training thread is no longer inside fit, and no hook said so: stop watching."""
+        if not self._in_fit or self._training_thread is None:
+            return False
+        if runs_fit(sys._current_frames().get(self._training_thread)):
+            return False
+        self._stop.set()
+        if self._stalled_since is not None:
+            seconds, self._stalled_since = time.perf_counter() - self._stalled_since, None
+            self._on_resume(ResumedEvent(step=self.step, seconds=round(seconds, 3), ended=True))
+        if self._on_fit_left is not None:
+            self._on_fit_left(self.step)
+        return True
 
     def _stall_event(self, seconds: float, allowance: float) -> StallEvent:
         frames = sys._current_frames()
@@ -256,6 +280,17 @@ def training_phase(frame: FrameType | None, evaluating: bool) -> tuple[StallPhas
             return StallPhase.CALLBACK, ".".join(qualname.split(".")[-2:])
         frame, depth = frame.f_back, depth + 1
     return (StallPhase.EVALUATION if evaluating else StallPhase.STEP), None
+
+
+def runs_fit(frame: FrameType | None) -> bool:
+    """Whether a stack runs Keras' (or tf_keras', or tb_trainhealth's) `fit`."""
+    roots = _package_roots(FIT_PACKAGES)
+    depth = 0
+    while frame is not None and depth < MAX_STACK:
+        if frame.f_code.co_name == "fit" and os.path.abspath(frame.f_code.co_filename).startswith(roots):
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
 
 
 def thread_places(frames: dict[int, FrameType], training_thread: int | None) -> tuple[ThreadPlace, ...]:
@@ -299,9 +334,9 @@ def _runs(stack: list[Frame]) -> str | None:
     return None
 
 
-def _library_roots() -> tuple[str, ...]:
+def _package_roots(names: tuple[str, ...]) -> tuple[str, ...]:
     roots = []
-    for name in LIBRARIES:
+    for name in names:
         module = sys.modules.get(name)
         for path in list(getattr(module, "__path__", []) or []):
             roots.append(os.path.abspath(path) + os.sep)
@@ -314,7 +349,7 @@ def _is_user(file: str) -> bool:
     if file.startswith("<"):
         return False
     path = os.path.abspath(file)
-    if path.startswith(_library_roots()):
+    if path.startswith(_package_roots(LIBRARIES)):
         return False
     paths = sysconfig.get_paths()
     in_site = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
