@@ -9,10 +9,12 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from contextlib import redirect_stdout
 
 import keras
@@ -175,10 +177,34 @@ def slow_py_function_data() -> tf.data.Dataset:
     return data.map(lambda x, y: (tf.ensure_shape(x, (None, 4)), y))
 
 
+def silent_server_data() -> tuple[tf.data.Dataset, socket.socket]:
+    """Batch 5 is read from an HTTP server that accepts the connection and never answers; the
+    read times out after 4 s and the generator goes on (a read that eventually returned)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/batch"
+
+    def batches_from_server():
+        rng = np.random.default_rng(0)
+        for index in range(10):
+            if index == 5:
+                try:
+                    urllib.request.urlopen(url, timeout=4.0).read()
+                except OSError:
+                    pass  # timed out: use the local copy
+            x = rng.normal(size=(16, 4)).astype("float32")
+            yield x, x.sum(axis=1, keepdims=True)
+
+    spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None, 1), tf.float32))
+    return tf.data.Dataset.from_generator(batches_from_server, output_signature=spec), server
+
+
 @pytest.mark.parametrize(
     "place, named, fix",
     [
         ("generator", "batches_with_pauses", "timeout"),
+        ("network", "batches_from_server() at test_stall.py", "timeout=30"),
         ("py_function", "decode_slowly", "num_parallel_calls"),
         ("callback", "SlowUpload.on_epoch_end", "background thread"),
     ],
@@ -191,6 +217,10 @@ def test_a_long_pause_that_ends_is_a_warning_naming_its_place(tmp_path, place, n
         history = model.fit(generator_data(40, {5: 4.0}), epochs=1, verbose=0, callbacks=[health])
     elif place == "py_function":
         history = model.fit(slow_py_function_data(), epochs=1, verbose=0, callbacks=[health])
+    elif place == "network":
+        data, server = silent_server_data()
+        with server:
+            history = model.fit(data, epochs=1, verbose=0, callbacks=[health])
     else:
         history = model.fit(generator_data(6, {}), epochs=2, verbose=0, callbacks=[health, SlowUpload()])
     assert len(history.epoch) == (2 if place == "callback" else 1)
@@ -205,6 +235,9 @@ def test_a_long_pause_that_ends_is_a_warning_naming_its_place(tmp_path, place, n
     assert found["training_stalled"].severity == Severity.WARNING
     assert named in found["training_stalled"].title
     assert any(fix in text for text in [f.text + (f.code or "") for f in found["training_stalled"].fixes])
+    if place == "network":  # waiting for the server's answer: a timeout is the first fix
+        assert "waiting in readinto() (socket.py)" in found["training_stalled"].title
+        assert "timeout=30" in found["training_stalled"].fixes[0].code
     assert "ended_abruptly" not in found  # it finished, however long ago
     assert "input_bound" not in found  # one stalled read is not a steady input cost
     assert not threading_watchdogs()
@@ -354,3 +387,16 @@ def test_the_tab_rediagnoses_a_silent_run_once_its_allowance_has_passed(tmp_path
     assert cache.one("r", ctx) is first  # same data, no deadline: cached
     first.recheck_at = time.time() - 1  # as for a run that went silent: its deadline passed
     assert cache.one("r", ctx) is not first
+
+
+def test_a_hang_inside_the_step_points_at_a_dead_peer_first():
+    """Read side only: a real multi-worker hang needs two TF processes and a collective timeout
+    of minutes; the event is what the watchdog writes for one (tests above write real ones)."""
+    from tb_trainhealth.contract.events import Frame, ThreadPlace
+    from tb_trainhealth.rules.stalls import PEER_FIX, check_training_stalled
+
+    training = ThreadPlace("MainThread", "training", (Frame("train.py", "main", 40),), Frame("context.py", "sync", 9))
+    stalled = StallEvent(300, seconds=301.0, allowance=300.0, phase=StallPhase.STEP, threads=(training,))
+    (finding,) = check_training_stalled(RunSignals("r", events=[stalled], has_health_data=True))
+    assert finding.severity == Severity.CRITICAL and "inside the training step" in finding.title
+    assert "main() at train.py:40" in finding.title and finding.fixes[0] == PEER_FIX
