@@ -22,6 +22,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import ROOT
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from werkzeug import test as werkzeug_test
+from werkzeug import wrappers
 
 from tb_trainhealth import HealthCallback, cli
 from tb_trainhealth.contract.events import FitEndEvent, ResumedEvent, StallEvent, StallPhase
@@ -29,6 +33,7 @@ from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.logdir import open_logdir
+from tb_trainhealth.plugin import health_plugin
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.reader import SignalReader
 from tb_trainhealth.rules.stalls import MIN_SILENCE_SECONDS, check_ended_abruptly
@@ -77,6 +82,13 @@ def wait_for_line(process: subprocess.Popen, text: str, timeout: float = 120.0) 
         raise AssertionError(f"{text!r} never printed; stderr: {process.stderr.read()[-3000:]}")
 
 
+def tab_client(logdir: str) -> werkzeug_test.Client:
+    provider = open_logdir(logdir)
+    context = base_plugin.TBContext(logdir=logdir, data_provider=provider)
+    app = application.TensorBoardWSGI([health_plugin.HealthPlugin(context)], data_provider=provider)
+    return werkzeug_test.Client(app, wrappers.Response)
+
+
 def kill(process: subprocess.Popen) -> None:
     process.send_signal(signal.SIGKILL)
     process.wait(30)
@@ -100,6 +112,11 @@ def test_a_hanging_generator_is_reported_while_it_hangs_naming_the_generator(tmp
         with redirect_stdout(out):
             status = cli.main(["diagnose", str(tmp_path)])
         assert status == cli.EXIT_FINDINGS and "training_stalled" in out.getvalue()
+        tab = tab_client(str(tmp_path))  # the Health tab: the run list and the run page
+        (listed,) = tab.get("/data/plugin/trainhealth/runs").get_json()["runs"]
+        assert listed["run"] == "hang" and listed["status"] == "critical"
+        page = tab.get("/data/plugin/trainhealth/findings?run=hang").get_json()
+        assert [f["code"] for f in page["findings"] if f["severity"] == "critical"] == ["training_stalled"]
         # Alive (the watchdog's heartbeat goes on while it hangs): never "ended abruptly".
         time.sleep(3)
         assert "ended_abruptly" not in codes(diagnose(str(tmp_path), at=time.time() + MIN_SILENCE_SECONDS / 2)["hang"])
