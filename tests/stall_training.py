@@ -22,7 +22,9 @@ import tensorflow as tf
 from tb_trainhealth import HealthCallback
 
 HANG_AFTER = 12
-STALL_AFTER = 2.0
+# Seconds: short for the hang (the test waits for it); long for the run that gets killed (a
+# slow moment of a loaded machine must not read as a stall there).
+STALL_AFTER = {"hang": 2.0, "steady": 30.0}
 _NEVER = threading.Event()
 
 
@@ -47,7 +49,7 @@ def main(log_dir: str, mode: str) -> None:
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
     model.compile("adam", "mse")
-    health = HealthCallback(log_dir, stall_after=STALL_AFTER, verbose=False)
+    health = HealthCallback(log_dir, stall_after=STALL_AFTER[mode], verbose=False)
     if mode == "hang":
         spec = (tf.TensorSpec((None, 4), tf.float32), tf.TensorSpec((None, 1), tf.float32))
         data = tf.data.Dataset.from_generator(endless_batches, output_signature=spec)

@@ -267,14 +267,14 @@ def threading_watchdogs() -> list[threading.Thread]:
 @pytest.mark.parametrize(
     "twin",
     [
-        "slow_but_steady",  # every step 0.6 s, stall_after 1.5 s
-        "slow_first_step",  # the first step waits 4 s (a py_function at step 0 only), stall_after 1.5 s
+        "slow_but_steady",  # every step 0.6 s, stall_after 2 s
+        "slow_first_step",  # the first step waits 4 s (a py_function at step 0 only), stall_after 2 s
         "slow_validation",  # validation's first batch waits 4 s
     ],
 )
 def test_healthy_twins_stay_quiet(tmp_path, twin):
     model = toy_model()
-    health = HealthCallback(str(tmp_path / twin), stall_after=1.5, verbose=False)
+    health = HealthCallback(str(tmp_path / twin), stall_after=2.0, verbose=False)
     if twin == "slow_but_steady":
         model.fit(generator_data(8, {-1: 0.6}), epochs=1, verbose=0, callbacks=[health])
     elif twin == "slow_first_step":
