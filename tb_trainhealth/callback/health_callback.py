@@ -28,11 +28,11 @@ from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
-from tb_trainhealth.callback.stall_watchdog import StallWatchdog, describe_place, seconds_text
+from tb_trainhealth.callback.stall_watchdog import watchdog_for
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.contract import tags
-from tb_trainhealth.contract.events import FitEndEvent, OomEvent, ResumedEvent, StallEvent
+from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Finding, Severity
 
@@ -121,14 +121,12 @@ class HealthCallback(keras.callbacks.Callback):
         self._retrying = False
         self._said_lost_rows = False
         self._fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
-        self._watch = StallWatchdog(
+        self._watch = watchdog_for(
             stall_after,
-            on_stall=self._on_stall,
-            on_resume=self._on_resume,
-            on_quiet=self._on_quiet,
-            seconds_since_write=lambda: self._recording.seconds_since_write() if self._recording else 0.0,
+            recording=lambda: self._recording,
+            step=lambda: self._step,
+            log_dir=self.log_dir,
             on_error=lambda err: self.guard.disable("watchdog", err),
-            on_fit_left=self._on_fit_left,
         )
 
     @property
@@ -360,33 +358,6 @@ class HealthCallback(keras.callbacks.Callback):
         wait_ms = per_step(np.asarray(self._input.take_waits(), np.float64), len(rows.steps))
         self._step = int(rows.steps[-1])
         self._rows.record(probe, rows, self._base_step, step_ms, wait_ms, (host_mb, device_mb))
-
-    # -- the stall watchdog's reports (on its own thread) ---------------------------------
-    def _on_stall(self, event: StallEvent) -> None:
-        if self._recording is not None:
-            self._recording.write_now(event)
-        print(
-            f"tb-trainhealth: no training step finished for {seconds_text(event.seconds)} (step {event.step}), "
-            f"{describe_place(event)}. Stalled? Run: tb-trainhealth diagnose {self.log_dir}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def _on_resume(self, event: ResumedEvent) -> None:
-        if self._recording is not None:
-            self._recording.write_now(event)
-        if not event.ended:
-            print(f"tb-trainhealth: training resumed after {seconds_text(event.seconds)}", file=sys.stderr, flush=True)
-
-    def _on_fit_left(self, step: int) -> None:
-        """fit() ended without train end or a recorded crash (Ctrl-C, an exception in a
-        callback): its end, so that the run does not read as killed later."""
-        if self._recording is not None:
-            self._recording.write_now(FitEndEvent(step=max(step, self._step), stopped_early=True))
-
-    def _on_quiet(self, step: int, seconds_since_step: float) -> None:
-        if self._recording is not None:
-            self._recording.alive(max(step, self._step), seconds_since_step)
 
     # -- per epoch ----------------------------------------------------------------------
     @guarded("epoch")

@@ -41,8 +41,9 @@ import keras
 import numpy as np
 
 from tb_trainhealth.callback import input_probe
+from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.contract import stall
-from tb_trainhealth.contract.events import Frame, ResumedEvent, StallEvent, StallPhase, ThreadPlace
+from tb_trainhealth.contract.events import FitEndEvent, Frame, ResumedEvent, StallEvent, StallPhase, ThreadPlace
 
 # Look at most every POLL_SECONDS, and at least ten times per allowance (a stall is seen
 # within a tenth of the allowance of beginning).
@@ -264,6 +265,70 @@ class StallWatchdog:
             epoch=self.epoch,
             threads=thread_places(frames, self._training_thread),
         )
+
+
+class StallReports:
+    """What the watchdog reports goes into the run's Recording, from the watchdog's thread and
+    flushed at once (the training thread, which writes everything else, may be the one that
+    hangs), and a stall and a resume say one line on stderr."""
+
+    def __init__(self, recording: Callable[[], Recording | None], step: Callable[[], int], log_dir: str):
+        """recording, step: the callback's Recording (None before training) and its last step."""
+        self._recording, self._step, self._log_dir = recording, step, log_dir
+
+    def stall(self, event: StallEvent) -> None:
+        recording = self._recording()
+        if recording is not None:
+            recording.write_now(event)
+        print(
+            f"tb-trainhealth: no training step finished for {seconds_text(event.seconds)} (step {event.step}), "
+            f"{describe_place(event)}. Stalled? Run: tb-trainhealth diagnose {self._log_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def resume(self, event: ResumedEvent) -> None:
+        recording = self._recording()
+        if recording is not None:
+            recording.write_now(event)
+        if not event.ended:
+            print(f"tb-trainhealth: training resumed after {seconds_text(event.seconds)}", file=sys.stderr, flush=True)
+
+    def fit_left(self, step: int) -> None:
+        """fit() ended without train end or a recorded crash (Ctrl-C, an exception in a
+        callback): its end, so that the run does not read as killed later."""
+        recording = self._recording()
+        if recording is not None:
+            recording.write_now(FitEndEvent(step=max(step, self._step()), stopped_early=True))
+
+    def quiet(self, step: int, seconds_since_step: float) -> None:
+        recording = self._recording()
+        if recording is not None:
+            recording.alive(max(step, self._step()), seconds_since_step)
+
+    def seconds_since_write(self) -> float:
+        recording = self._recording()
+        return recording.seconds_since_write() if recording is not None else 0.0
+
+
+def watchdog_for(
+    stall_after: float | None,
+    recording: Callable[[], Recording | None],
+    step: Callable[[], int],
+    log_dir: str,
+    on_error: Callable[[BaseException], None],
+) -> StallWatchdog:
+    """The watchdog of a HealthCallback: its reports go to the callback's Recording."""
+    reports = StallReports(recording, step, log_dir)
+    return StallWatchdog(
+        stall_after,
+        on_stall=reports.stall,
+        on_resume=reports.resume,
+        on_quiet=reports.quiet,
+        seconds_since_write=reports.seconds_since_write,
+        on_error=on_error,
+        on_fit_left=reports.fit_left,
+    )
 
 
 def training_phase(frame: FrameType | None, evaluating: bool) -> tuple[StallPhase, str | None]:
