@@ -417,3 +417,16 @@ def test_a_hang_inside_the_step_points_at_a_dead_peer_first():
     (finding,) = check_training_stalled(RunSignals("r", events=[stalled], has_health_data=True))
     assert finding.severity == Severity.CRITICAL and "inside the training step" in finding.title
     assert "main() at train.py:40" in finding.title and finding.fixes[0] == PEER_FIX
+
+
+def test_a_stall_that_a_later_process_trained_past_is_a_pause_not_a_hang():
+    """Killed while stalled, then restarted into the same run directory (BackupAndRestore): the
+    old stall never got a `resumed` record, but steps past it were recorded."""
+    from tb_trainhealth.rules.stalls import check_training_stalled
+
+    stalled = StallEvent(5, seconds=301.0, allowance=300.0, phase=StallPhase.INPUT)
+    for last_step, severity in ((5, Severity.CRITICAL), (40, Severity.WARNING)):
+        steps = np.arange(1, last_step + 1)
+        run = RunSignals("r", series={"loss": Series.of(steps, 1.0 / steps)}, events=[stalled], has_health_data=True)
+        (finding,) = check_training_stalled(run)
+        assert finding.severity == severity and finding.step == 5

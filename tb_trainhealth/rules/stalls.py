@@ -183,15 +183,20 @@ def _pauses(run: RunSignals) -> list[tuple[StallEvent, ResumedEvent | None]]:
     return pauses
 
 
+def _allowance_text(event: StallEvent) -> str:
+    return f"the allowance is {event.allowance:.0f} s" + (" (first step: tracing)" if event.first_step else "")
+
+
 def check_training_stalled(run: RunSignals) -> list[Finding]:
     pauses = _pauses(run)
     if not pauses:
         return []
-    stalled, resumed = pauses[-1]
     others = f" ({len(pauses) - 1} earlier pause(s) in this run.)" if len(pauses) > 1 else ""
-    where = _place_text(stalled)
-    allowance = f"the allowance is {stalled.allowance:.0f} s" + (" (first step: tracing)" if stalled.first_step else "")
-    if resumed is None:
+    stalled, resumed = pauses[-1]
+    # Still stalled: never resumed, and no step recorded past it (a process that died stalled
+    # and a new one that trained on in the same run directory is a pause, not a hang).
+    if resumed is None and _last_series_step(run) <= stalled.step:
+        where = _place_text(stalled)
         return [
             Finding(
                 code="training_stalled",
@@ -199,35 +204,45 @@ def check_training_stalled(run: RunSignals) -> list[Finding]:
                 step=stalled.step,
                 title=f"Training stalled after step {stalled.step}: {where}",
                 detail=(
-                    f"No training step finished for {stalled.seconds:.0f} s ({allowance}) and none has since: "
-                    f"{where}. The process is still waiting, or was killed while it waited.{others}"
+                    f"No training step finished for {stalled.seconds:.0f} s ({_allowance_text(stalled)}) and none "
+                    f"has since: {where}. The process is still waiting, or was killed while it waited.{others}"
                 ),
                 evidence=Evidence(("events",), stalled.step, stalled.step),
                 fixes=_fixes(stalled),
             )
         ]
-    stalled, resumed = max(
-        ((s, r) for s, r in pauses if r is not None), key=lambda pause: pause[1].seconds if pause[1] else 0.0
-    )
-    ended = " The fit ended during it." if resumed.ended else " Then training went on."
+    # The longest pause (one that never resumed lasted at least until the watchdog saw it).
+    stalled, resumed = max(pauses, key=lambda pause: pause[1].seconds if pause[1] else pause[0].seconds)
+    seconds = resumed.seconds if resumed is not None else stalled.seconds
+    where = _place_text(stalled)
+    if resumed is None:
+        ended = " The process ended during it; a later one trained on."
+    elif resumed.ended:
+        ended = " The fit ended during it."
+    else:
+        ended = " Then training went on."
     raise_it = Fix(
         "If such a pause is expected (a big checkpoint, a slow first epoch), raise the allowance.",
-        f"HealthCallback(log_dir, stall_after={max(60, int(resumed.seconds * 2))})",
+        f"HealthCallback(log_dir, stall_after={max(60, int(seconds * 2))})",
     )
     return [
         Finding(
             code="training_stalled",
             severity=Severity.WARNING,
             step=stalled.step,
-            title=f"Training paused {resumed.seconds:.0f} s after step {stalled.step}: {where}",
+            title=f"Training paused {seconds:.0f} s after step {stalled.step}: {where}",
             detail=(
-                f"No training step finished for {resumed.seconds:.0f} s ({allowance}): {where}.{ended}"
+                f"No training step finished for {seconds:.0f} s ({_allowance_text(stalled)}): {where}.{ended}"
                 f"{others} A pause this long wastes the machine and often turns into a hang next time."
             ),
-            evidence=Evidence(("events",), stalled.step, resumed.step),
+            evidence=Evidence(("events",), stalled.step, resumed.step if resumed is not None else stalled.step),
             fixes=(*_fixes(stalled), raise_it),
         )
     ]
+
+
+def _last_series_step(run: RunSignals) -> int:
+    return max((int(s.steps[-1]) for s in run.series.values() if len(s)), default=-1)
 
 
 def _last_step(run: RunSignals) -> int:
