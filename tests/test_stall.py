@@ -148,7 +148,7 @@ def test_a_run_killed_with_sigkill_ended_abruptly_at_its_last_step(tmp_path):
     assert set(found) & {"ended_abruptly", "training_stalled"} == {"ended_abruptly"}
     last_step = max(int(series.steps[-1]) for series in later.signals.series.values())
     assert found["ended_abruptly"].severity == Severity.CRITICAL and found["ended_abruptly"].step == last_step
-    assert "host memory reading" in found["ended_abruptly"].detail
+    assert "Last memory readings: host memory" in found["ended_abruptly"].detail
     assert any("BackupAndRestore" in (fix.code or "") for fix in found["ended_abruptly"].fixes)
 
 

@@ -289,12 +289,13 @@ def _memory(run: RunSignals) -> tuple[str, bool, Evidence | None]:
         first_step, first = int(series.steps[start]), float(series.values[start])
         change = last - first
         trend = f"{change:+.0f} MiB since step {first_step}" if last_step > first_step else "a single reading"
-        parts.append(f"last {label} reading {last:.0f} MiB at step {last_step} ({trend})")
+        parts.append(f"{label} {last:.0f} MiB at step {last_step} ({trend})")
         if name == sig.HOST_MEMORY_MB and first > 0 and change > MEMORY_RISE_FRACTION * first:
             rising = True
         if evidence is None:
             evidence = Evidence((name,), first_step, last_step)
-    return ("; ".join(parts) + "." if parts else "No memory reading was recorded."), rising, evidence
+    text = f"Last memory readings: {'; '.join(parts)}." if parts else "No memory reading was recorded."
+    return text, rising, evidence
 
 
 def check_ended_abruptly(run: RunSignals) -> list[Finding]:
@@ -316,7 +317,7 @@ def check_ended_abruptly(run: RunSignals) -> list[Finding]:
         cause = " Host memory was climbing: the kernel's OOM killer is the likely cause."
     else:
         cause = " Likely causes: the host's OOM killer, a preempted machine, a job's time limit, or Ctrl-C."
-    minutes = silent / 60
+    quiet = f"{silent:.0f} s" if silent < 120 else f"{silent / 60:.0f} min"
     checkpoint = Fix(
         "Checkpoint so that a killed run resumes where it stopped (rerun the same script).",
         'callbacks=[keras.callbacks.BackupAndRestore(backup_dir="backup/run1"), HealthCallback(log_dir="logs/run1")]',
@@ -337,7 +338,8 @@ def check_ended_abruptly(run: RunSignals) -> list[Finding]:
             step=step,
             title=f"Training ended abruptly at step {step}: no end and no crash record",
             detail=(
-                f"Nothing was written for {minutes:.0f} min (the stall allowance is {limit:.0f} s), and the run has "
+                f"Nothing was written for {quiet} (its stall allowance, at least {MIN_SILENCE_SECONDS:.0f} s: "
+                f"{limit:.0f} s; a live run writes a heartbeat well within it), and the run has "
                 f"neither a fit-end nor a crash record: the process was killed without an exception.{cause} "
                 f"{memory}"
             ),
