@@ -36,6 +36,7 @@ from tb_trainhealth.logdir import open_logdir
 from tb_trainhealth.plugin import health_plugin
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.rules import stalls
 from tb_trainhealth.rules.stalls import MIN_SILENCE_SECONDS, check_ended_abruptly
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -94,7 +95,7 @@ def kill(process: subprocess.Popen) -> None:
     process.wait(30)
 
 
-def test_a_hanging_generator_is_reported_while_it_hangs_naming_the_generator(tmp_path):
+def test_a_hanging_generator_is_reported_while_it_hangs_naming_the_generator(tmp_path, monkeypatch, capsys):
     process = start_training(str(tmp_path / "hang"), "hang")
     try:
         wait_for_line(process, "HANGING")
@@ -122,6 +123,15 @@ def test_a_hanging_generator_is_reported_while_it_hangs_naming_the_generator(tmp
         assert "ended_abruptly" not in codes(diagnose(str(tmp_path), at=time.time() + MIN_SILENCE_SECONDS / 2)["hang"])
     finally:
         kill(process)
+    # `watch` looks again at a run that went silent once its allowance has passed, with no new data.
+    monkeypatch.setattr(stalls, "MIN_SILENCE_SECONDS", 10.0)
+    capsys.readouterr()
+    assert cli.watch_logdir(str(tmp_path), interval=0.5, timeout=20) == cli.EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    stalled_at = next(i for i, line in enumerate(lines) if "training_stalled" in line)
+    ended_at = next(i for i, line in enumerate(lines) if "ended_abruptly" in line)
+    assert stalled_at < ended_at  # first the hang, then (10 s of silence later) the kill
+    monkeypatch.undo()
     (stall,) = diagnose(str(tmp_path))["hang"].signals.events_of(StallEvent)
     assert stall.phase == StallPhase.INPUT and stall.allowance == 2.0
     generator = [t for t in stall.threads if t.runs == "generator"]
