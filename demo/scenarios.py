@@ -275,6 +275,30 @@ def training_crash(log_dir: str, seed: int = 0):
         return None  # recorded by HealthCallback before it propagated
 
 
+PAUSE_AT_BATCH = 10
+PAUSE_SECONDS = 3.0
+
+
+def paused_input(log_dir: str, seed: int = 0):
+    """The data generator's read hangs for 3 s once (a network mount that stalls), with
+    `stall_after=1`: the watchdog records the stall where it happened, then the resume."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(960, 10, 3, seed)
+
+    def read_batches():
+        for index, start in enumerate(range(0, len(x), 32)):
+            if index == PAUSE_AT_BATCH:
+                time.sleep(PAUSE_SECONDS)
+            yield x[start : start + 32], y[start : start + 32]
+
+    spec = (tf.TensorSpec((None, 10), tf.float32), tf.TensorSpec((None,), tf.int32))
+    dataset = tf.data.Dataset.from_generator(read_batches, output_signature=spec).prefetch(2)
+    model = _mlp(10, 3)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    health = HealthCallback(log_dir=log_dir, verbose=False, stall_after=1.0)
+    return model.fit(dataset, epochs=1, callbacks=[health], verbose=0)
+
+
 def sorted_validation_split(log_dir: str, seed: int = 0):
     """Data sorted by class and validation_split (the last rows): validation holds a class
     training never sees, so validation accuracy sits near zero."""
@@ -458,6 +482,7 @@ SCENARIOS = (
     Scenario("loss_oscillation", loss_oscillation, ("loss_oscillation",)),
     Scenario("overfitting", overfitting, ("overfitting",)),
     Scenario("training_crash", training_crash, ("training_crash",)),
+    Scenario("paused_input", paused_input, ("training_stalled",)),
     Scenario("input_bound", input_bound, ("input_bound", "input_pipeline_config")),
     Scenario("bad_pipeline", bad_pipeline, ("input_pipeline_config",)),
     Scenario("sorted_validation_split", sorted_validation_split, ("label_problem",)),

@@ -84,13 +84,17 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
             trackers: dict[str, FindingTracker] = collections.defaultdict(FindingTracker)
             errors_seen: set[tuple[str, str]] = set()
             fingerprints: dict[str, tuple[int, float]] = {}
+            recheck_at: dict[str, float | None] = {}
             while True:
                 reload()
                 for group in reader.groups():
                     fingerprint = reader.last_step(group)
-                    if fingerprints.get(group.name) != fingerprint:
+                    due = recheck_at.get(group.name)
+                    if fingerprints.get(group.name) != fingerprint or (due is not None and time.time() >= due):
                         fingerprints[group.name] = fingerprint
-                        _print_new(diagnose_run(reader, group), trackers[group.name], errors_seen)
+                        diagnosis = diagnose_run(reader, group)
+                        recheck_at[group.name] = diagnosis.recheck_at
+                        _print_new(diagnosis, trackers[group.name], errors_seen)
                 if deadline is not None and time.monotonic() >= deadline:
                     return EXIT_OK
                 time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))

@@ -144,7 +144,8 @@ class SignalReader:
 
     def read(self, group: RunGroup, ctx: tb_context.RequestContext | None = None) -> RunSignals:
         ctx = _request_context(ctx)
-        run = RunSignals(run=group.name)
+        wall = self.last_step(group)[1]
+        run = RunSignals(run=group.name, last_write=wall if wall > 0 else None)
         walls: dict[str, np.ndarray] = {}  # wall times of the series that decide the run's axis
         main = group.members.get("main")
         if main is not None:

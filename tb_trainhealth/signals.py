@@ -73,6 +73,11 @@ class RunSignals:
     # What every step in this run counts: batch steps, or (runs with per-epoch data only)
     # epochs numbered from 1. Rules say where with `at()`, never "step" by hand.
     axis: str = sig.STEP_AXIS
+    # Wall time (Unix seconds) of the run's newest data, and the wall-clock time of the
+    # diagnosis; None when unknown (the online engine, synthetic runs). Rules that judge
+    # silence (`ended_abruptly`) need both.
+    last_write: float | None = None
+    now: float | None = None
 
     def __post_init__(self) -> None:
         for event in self.events:

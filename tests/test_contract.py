@@ -20,8 +20,13 @@ from tb_trainhealth.contract.events import (
     OomEvent,
     PipelineLintEvent,
     PreflightEvent,
+    ResumedEvent,
+    StallEvent,
+    StallPhase,
+    ThreadPlace,
     parse_event,
 )
+from tb_trainhealth.contract.events import Frame as StackFrame
 from tb_trainhealth.contract.run_info import InputSource, LayerInfo, RunInfo
 from tb_trainhealth.contract.vocab import LintCheck, LossKind, PipelineCheck
 
@@ -46,6 +51,20 @@ EXAMPLES = [
         zero_gradient=("dense/kernel",),
         skipped=("input check: the time budget ran out",),
     ),
+    StallEvent(
+        12,
+        seconds=301.5,
+        allowance=300.0,
+        phase=StallPhase.INPUT,
+        epoch=0,
+        threads=(
+            ThreadPlace("MainThread", "training", (StackFrame("train.py", "main", 40),)),
+            ThreadPlace(
+                "Dummy-3", "generator", (StackFrame("data.py", "read", 7),), StackFrame("socket.py", "recv", 9)
+            ),
+        ),
+    ),
+    ResumedEvent(13, seconds=420.0),
 ]
 
 
@@ -116,11 +135,11 @@ def test_events_of_a_newer_writer_are_skipped_quietly_and_malformed_ones_counted
     from tb_trainhealth.reader import _parse_events
 
     with pytest.raises(UnknownEvent):
-        parse_event({"kind": "stall", "step": 3})
+        parse_event({"kind": "from_a_newer_writer", "step": 3})
     with pytest.raises(UnknownEvent):
         parse_event({"kind": "lint", "step": 0, "check": "a_check_from_the_future"})
     errors: list[str] = []
-    record = [{"kind": "stall", "step": 3}, {"kind": "oom", "step": -2}, {"kind": "oom", "step": 4}]
+    record = [{"kind": "from_a_newer_writer", "step": 3}, {"kind": "oom", "step": -2}, {"kind": "oom", "step": 4}]
     events = _parse_events([record, record], errors)  # written twice: counted once
     assert events == [OomEvent(4)] and errors == ["1 unreadable tb-trainhealth event(s) ignored"]
 

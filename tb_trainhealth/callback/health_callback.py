@@ -3,7 +3,8 @@
 The callback only routes Keras' hooks to its parts: `StepProbe` (values from inside the
 step), `StepClock` (step time, memory), `RowRecorder` (rows into records), `Recording`
 (event file and the online engine's copy), `FitChecks` (lint, activation probe),
-`LiveDiagnosis` (rules while training) and `crash_guard` (the exception that ends it).
+`LiveDiagnosis` (rules while training), `crash_guard` (the exception that ends it) and
+`StallWatchdog` (a step that never finishes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
+from tb_trainhealth.callback.stall_watchdog import watchdog_for
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.contract import tags
@@ -79,6 +81,10 @@ class HealthCallback(keras.callbacks.Callback):
             leaves Keras' in-graph batch fetch untouched.
         preflight: at train start, run `tb_trainhealth.preflight` on the fit's first batches
             (a clone of the model; seconds) and record its findings before the first step.
+        stall_after: seconds without a finished training step before the run counts as
+            stalled (a hang: recorded at once with where each thread is, see
+            `stall_watchdog`). None: the larger of 5 minutes and 20x the median step time;
+            the fit's first step and each evaluation's first batch get 10 times as long.
     """
 
     def __init__(
@@ -91,6 +97,7 @@ class HealthCallback(keras.callbacks.Callback):
         verbose: bool = True,
         measure_input: bool = True,
         preflight: bool = False,
+        stall_after: float | None = None,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -119,6 +126,13 @@ class HealthCallback(keras.callbacks.Callback):
         self._retrying = False
         self._said_lost_rows = False
         self._fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
+        self._watch = watchdog_for(
+            stall_after,
+            recording=lambda: self._recording,
+            step=lambda: self._step,
+            log_dir=self.log_dir,
+            on_error=lambda err: self.guard.disable("watchdog", err),
+        )
 
     @property
     def findings(self) -> list[Finding]:
@@ -140,13 +154,28 @@ class HealthCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
         self._clock.epoch_begin()
+        self._watch.at_step(self._step)
+        self._watch.epoch = epoch
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._clock.batch_begin()
+        watch = self._watch  # the watchdog's only per-step cost: two stores
+        watch.batch, watch.last = batch, self._clock.batch_begin()
         self._calls_since_read += 1
         if self._read_due():
             self._drain()
             self._diagnose_if_due()
+
+    def on_test_begin(self, logs=None):
+        self._count_steps()  # (a stall in validation is at the epoch's last step)
+        self._watch.at_step(self._step)
+        self._watch.test_begin()
+
+    def on_test_batch_begin(self, batch, logs=None):
+        watch = self._watch
+        watch.test_batch, watch.last = batch, time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        self._watch.test_end()
 
     def on_epoch_end(self, epoch, logs=None):
         self._clock.epoch_end()
@@ -165,9 +194,10 @@ class HealthCallback(keras.callbacks.Callback):
         self._record_fit_end()
         self._finish()
 
-    @guarded("epoch")
+    @guarded("fit_end")
     def _record_fit_end(self) -> None:
-        """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included)."""
+        """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included).
+        Its own guard: a run without its end record would later read as `ended_abruptly`."""
         if self._recording is not None:
             self._count_steps()
             end = fit_context.fit_end(self._step, self.model, self._fit_callbacks, self._epoch + 1, self.params or {})
@@ -191,6 +221,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._wrap_step_functions()
         adapter = _quietly(training_data_adapter)
         self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
+        self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
@@ -223,6 +254,8 @@ class HealthCallback(keras.callbacks.Callback):
             learning_rate=learning_rate,
             clips_gradients=clips,
             callbacks=fit_context.describe_callbacks(self._fit_callbacks),
+            watchdog=self.guard.enabled("watchdog"),
+            stall_after=self._watch.stall_after,
         )
 
     @guarded("gradients")
@@ -262,6 +295,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     def _finish(self) -> None:
         atexit.unregister(self._finish)
+        self.guard.run("watchdog", self._watch.stop)  # (a stall under way ends here)
         if self._checks is not None:
             self._checks.finish()
         self._drain()
@@ -326,6 +360,7 @@ class HealthCallback(keras.callbacks.Callback):
             return
         self._no_rows_yet = False
         step_ms, host_mb, device_mb = self._clock.take(len(rows.steps))
+        self._watch.add_step_times(step_ms)
         wait_ms = per_step(np.asarray(self._input.take_waits(), np.float64), len(rows.steps))
         self._step = int(rows.steps[-1])
         self._rows.record(probe, rows, self._base_step, step_ms, wait_ms, (host_mb, device_mb))
@@ -339,6 +374,7 @@ class HealthCallback(keras.callbacks.Callback):
 
     # -- online diagnosis ---------------------------------------------------------------
     def _diagnose_if_due(self) -> None:
+        self.guard.run("watchdog", self._watch.catch_up)  # (not stalled: this thread is running)
         if self._recording is not None and self.guard.run("diagnosis", self.live.maybe, self._recording, self._step):
             self.model.stop_training = True
         self._write_events()
@@ -346,6 +382,7 @@ class HealthCallback(keras.callbacks.Callback):
     def _diagnose(self, final: bool) -> None:
         if self._recording is None:
             return
+        self.guard.run("watchdog", self._watch.catch_up)
         stop = self.guard.run("diagnosis", self.live.now, self._recording, self._step, final)
         if stop and self.model is not None:
             self.model.stop_training = True

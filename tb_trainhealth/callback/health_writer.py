@@ -25,6 +25,8 @@ import json
 import logging
 import math
 import sys
+import threading
+import time
 import uuid
 from concurrent import futures
 from typing import Any
@@ -69,9 +71,17 @@ class HealthWriter:
         self._queued: collections.deque[futures.Future] = collections.deque()
         self._log_dir = log_dir
         self.failed_writes = 0
+        # The stall watchdog writes from its own thread: the queue of writes takes turns.
+        self._lock = threading.RLock()
+        self.last_write = time.perf_counter()  # when a write was last queued
 
     def _submit(self, write, *args) -> None:
         """Queue a write (waiting if far behind)."""
+        with self._lock:
+            self.last_write = time.perf_counter()
+            self._submit_now(write, *args)
+
+    def _submit_now(self, write, *args) -> None:
         while self._queued and (self._queued[0].done() or len(self._queued) >= MAX_QUEUED_WRITES):
             self._settle(self._queued.popleft())
         try:
@@ -83,8 +93,9 @@ class HealthWriter:
         self._queued.append(future)
 
     def _wait(self) -> None:
-        while self._queued:
-            self._settle(self._queued.popleft())
+        with self._lock:
+            while self._queued:
+                self._settle(self._queued.popleft())
 
     def _settle(self, write: futures.Future) -> None:
         """Wait for one queued write; report the first failure of this writer, once."""
@@ -140,26 +151,35 @@ class HealthWriter:
     def write_json(self, tag: str, step: int, payload: Any) -> None:
         """A discrete record (run info, events): written and flushed before this returns."""
         text = json.dumps(finite_json(payload), allow_nan=False)
-        self._submit(self._write_json_now, tag, step, text)
-        self._wait()
+        with self._lock:
+            self._submit(self._write_json_now, tag, step, text)
+            self._wait()
 
     def _write_json_now(self, tag: str, step: int, text: str) -> None:
         _write(self._handle, tag, tf.constant(text), tf.constant(step, tf.int64), _RECORD_METADATA)
         tf.raw_ops.FlushSummaryWriter(writer=self._handle)
 
+    def write_alive(self, step: int, seconds: float) -> None:
+        """The watchdog's heartbeat (`tags.TAG_ALIVE`), flushed with everything before it."""
+        with self._lock:
+            self._submit(self._write_scalars_now, step, {tags.TAG_ALIVE: seconds})
+            self.flush()
+
     def flush(self) -> None:
-        self._wait()
-        if not self._closed:
-            tf.raw_ops.FlushSummaryWriter(writer=self._handle)
+        with self._lock:
+            self._wait()
+            if not self._closed:
+                tf.raw_ops.FlushSummaryWriter(writer=self._handle)
 
     def close(self) -> None:
-        try:
-            self._wait()
-        finally:
-            if not self._closed:
-                self._closed = True
-                tf.raw_ops.CloseSummaryWriter(writer=self._handle)
-                tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
+        with self._lock:
+            try:
+                self._wait()
+            finally:
+                if not self._closed:
+                    self._closed = True
+                    tf.raw_ops.CloseSummaryWriter(writer=self._handle)
+                    tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
 def _row_key(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> tuple:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -88,6 +90,7 @@ class Recording:
         self.memory = SignalMemory(log_dir)
         self.pending: list[Event] = []
         self._last_event_step = -1
+        self._events_lock = threading.Lock()  # event records come from the watchdog's thread too
 
     def open(self) -> HealthWriter:
         """The event file's writer: the one still open if the previous fit ended just now
@@ -133,6 +136,9 @@ class Recording:
     def event(self, event: Event) -> None:
         """An event for the log (at the next `write_events`) and, as a reader will see it, for the engine."""
         self.pending.append(event)
+        self._add_to_memory(event)
+
+    def _add_to_memory(self, event: Event) -> None:
         try:
             self.memory.add_event(parse_event(json.loads(json.dumps(finite_json(event.to_json())))))
         except payload.Invalid:  # a reader would drop it too
@@ -144,10 +150,30 @@ class Recording:
         (each event carries its own true step)."""
         if not self.pending:
             return
+        with self._events_lock:
+            self._write_record(step, self.pending)
+            self.pending = []
+
+    def write_now(self, event: Event) -> None:
+        """One event written and flushed at once, from any thread (the stall watchdog's: the
+        training thread that would write `pending` is the one that hangs)."""
+        self._add_to_memory(event)
+        with self._events_lock:
+            self._write_record(event.step, [event])
+
+    def _write_record(self, step: int, events: list[Event]) -> None:
         step = max(step, self._last_event_step + 1)
-        self.open().write_json(tags.TAG_EVENTS, step, [event.to_json() for event in self.pending])
+        self.open().write_json(tags.TAG_EVENTS, step, [event.to_json() for event in events])
         self._last_event_step = step
-        self.pending = []
+
+    def alive(self, step: int, seconds_since_step: float) -> None:
+        """The watchdog's heartbeat: the file's newest write says the process is alive."""
+        self.open().write_alive(step, seconds_since_step)
+
+    def seconds_since_write(self) -> float:
+        """perf_counter() seconds since the event file was last written to (inf when closed)."""
+        writer = self._writer
+        return math.inf if writer is None else time.perf_counter() - writer.last_write
 
     def signals(self) -> RunSignals:
         return self.memory.signals()

@@ -35,7 +35,8 @@ class StepClock:
     def epoch_begin(self) -> None:
         self._last_begin = None  # the first interval of an epoch starts at its first batch
 
-    def batch_begin(self) -> None:
+    def batch_begin(self) -> float:
+        """A host call begins (the previous one ended); returns perf_counter() now."""
         now = time.perf_counter()
         if self._last_begin is not None:
             # The first call of a fit traces and compiles the step: not a step time.
@@ -43,6 +44,7 @@ class StepClock:
             self._per_call.append((call_ms, *self._read_memory()))
             self._compiling = False
         self._last_begin = now
+        return now
 
     def epoch_end(self) -> None:
         if self._last_begin is not None:

@@ -26,6 +26,8 @@ class EventKind(Name):
     FINDING = "finding"
     FIT_END = "fit_end"
     PREFLIGHT = "preflight"
+    STALL = "stall"
+    RESUMED = "resumed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +184,62 @@ class FitEndEvent(Event):
     stopped_by: tuple[str, ...] = ()  # callbacks that can stop a fit and were there (EarlyStopping, ...)
 
 
+class StallPhase(Name):
+    """What the training thread was doing when no step finished in time."""
+
+    INPUT = "input"  # waiting for its next batch (the input probe's fetch)
+    STEP = "step"  # inside the compiled step (or a fetch the probe cannot see)
+    CALLBACK = "callback"  # inside a callback's hook
+    EVALUATION = "evaluation"  # inside validation
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    file: str = "?"
+    function: str = "?"
+    line: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadPlace:
+    """Where one Python thread was: its innermost user frames (not TensorFlow, Keras, the
+    standard library or tb-trainhealth), innermost first, and the frame it waited in."""
+
+    thread: str = "?"
+    # "training" (the thread running fit), "generator" (a Dataset.from_generator generator),
+    # "py_function" (a tf.py_function / numpy_function), "PyDataset" (a keras PyDataset
+    # worker), or None.
+    runs: str | None = None
+    frames: tuple[Frame, ...] = ()
+    waiting_in: Frame | None = None  # the innermost frame of all (socket read, lock, sleep...)
+
+
+@dataclasses.dataclass(frozen=True)
+class StallEvent(Event):
+    """No training step finished for longer than the allowance; written by the watchdog thread at once."""
+
+    kind: ClassVar[EventKind] = EventKind.STALL
+    urgent: ClassVar[bool] = True
+
+    seconds: float  # since the last step finished
+    allowance: float  # seconds that counted as a stall here
+    phase: StallPhase = StallPhase.STEP
+    callback: str | None = None  # phase "callback": "ModelCheckpoint.on_epoch_end"
+    first_step: bool = False  # the fit's first step or an evaluation's first batch (tracing)
+    epoch: int | None = None
+    threads: tuple[ThreadPlace, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumedEvent(Event):
+    """The stall before it ended: a step finished again, or the fit ended (`ended`)."""
+
+    kind: ClassVar[EventKind] = EventKind.RESUMED
+
+    seconds: float  # how long no step finished, in all
+    ended: bool = False  # the fit ended (or crashed) rather than a step finishing
+
+
 @dataclasses.dataclass(frozen=True)
 class FindingEvent(Event):
     """A finding the callback reported live (`Finding.to_dict()`), kept for the record."""
@@ -247,6 +305,8 @@ EVENT_TYPES: dict[str, type[Event]] = {
         CrashEvent,
         OomEvent,
         FitEndEvent,
+        StallEvent,
+        ResumedEvent,
         FindingEvent,
         PreflightEvent,
     )

@@ -48,6 +48,9 @@ class RunInfo:
     learning_rate: float | None = None  # at the start of the fit (a schedule's first value)
     clips_gradients: bool = False  # the optimizer has clipnorm, global_clipnorm or clipvalue
     callbacks: tuple[CallbackInfo, ...] = ()
+    # The stall watchdog ran (issue 22): a run without it is never judged `ended_abruptly`.
+    watchdog: bool = False
+    stall_after: float | None = None  # as the user set it; None: the default allowance
 
     def has_callback(self, name: str) -> bool:
         return any(callback.name == name for callback in self.callbacks)

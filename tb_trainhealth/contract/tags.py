@@ -34,6 +34,10 @@ TAG_LOSS_SCALE = "health/loss_scale"  # mixed precision: where the dynamic scale
 # Sampled every few dozen steps (scalars): host RSS, and device memory where a GPU is present.
 TAG_HOST_MEMORY_MB = "health/memory/host_mb"
 TAG_DEVICE_MEMORY_MB = "health/memory/device_mb"
+# Written by the stall watchdog when nothing else was for a while (compiling, a long
+# validation, a stall): the run's newest write time says the process is alive. Value:
+# seconds since the last finished step. No rule reads its values.
+TAG_ALIVE = "health/alive"
 # Per-epoch Keras logs (loss, val_loss, accuracy, ...) go to "health/epoch/<key>".
 EPOCH_TAG_PREFIX = "health/epoch/"
 

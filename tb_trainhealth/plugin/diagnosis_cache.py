@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 
 from tensorboard import context as tb_context
 
@@ -27,7 +28,8 @@ _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_p
 
 
 class DiagnosisCache:
-    """Keyed by run; a run's fingerprint (last step, last wall time) decides staleness.
+    """Keyed by run; a run's fingerprint (last step, last wall time) decides staleness, and
+    the clock for a run whose verdict changes with time alone (`Diagnosis.recheck_at`).
 
     The lock guards the dictionaries only: nobody waits for a diagnosis while holding it.
     A diagnosis under way is never superseded (a run written faster than it is diagnosed
@@ -80,7 +82,12 @@ class DiagnosisCache:
 
     def _fresh(self, group: RunGroup) -> Diagnosis | None:
         cached = self._cache.get(group.name)
-        if cached is not None and cached.fingerprint == self._reader.last_step(group) and cached.group == group:
+        if (
+            cached is not None
+            and cached.fingerprint == self._reader.last_step(group)
+            and cached.group == group
+            and not cached.stale(time.time())
+        ):
             return cached
         return None
 

@@ -25,6 +25,7 @@ from tb_trainhealth.rules.preflight import (
     check_input_ignored,
     check_no_gradient,
 )
+from tb_trainhealth.rules.stalls import check_ended_abruptly, check_training_stalled
 from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
@@ -62,6 +63,8 @@ _BROKEN_SET_UP = {
     "output_loss_mismatch": Severity.WARNING,
     "label_problem": Severity.CRITICAL,
     "unnormalized_input": Severity.WARNING,
+    "training_stalled": Severity.CRITICAL,
+    "ended_abruptly": Severity.CRITICAL,
 }
 
 # A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
@@ -103,4 +106,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_cannot_fit_small_batch, ("cannot_fit_small_batch",), defers_to={"input_ignored": Severity.CRITICAL}),
     RuleSpec(check_input_ignored, ("input_ignored",), defers_to={**_CONSTANT_INPUT, **_PREFLIGHT_EXPLAINED}),
     RuleSpec(check_no_gradient, ("no_gradient",)),
+    # About the process, not the values: they see past a NaN too.
+    RuleSpec(check_training_stalled, ("training_stalled",), sees_past_nan=True),
+    RuleSpec(check_ended_abruptly, ("ended_abruptly",), sees_past_nan=True),
 )

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import PipelineLintEvent
+from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
@@ -49,6 +49,8 @@ def input_share(run: RunSignals) -> tuple[float, float, float, int, int] | None:
     wait, step = waits.values[wait_at], steps.values[step_at]
     keep = np.isfinite(wait) & np.isfinite(step) & (step > 0) & (wait >= 0)
     keep &= ~np.isin(common, _epoch_first_steps(run, waits))
+    # A stalled step is one event, reported as `training_stalled`, not a steady input cost.
+    keep &= ~np.isin(common, [event.step + 1 for event in run.events_of(StallEvent)])
     if keep.sum() < MIN_STEPS:
         return None
     wait, step, common = np.minimum(wait[keep], step[keep]), step[keep], common[keep]
