@@ -83,7 +83,7 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
             reader = SignalReader(provider)
             trackers: dict[str, FindingTracker] = collections.defaultdict(FindingTracker)
             errors_seen: set[tuple[str, str]] = set()
-            fingerprints: dict[str, tuple[int, float]] = {}
+            fingerprints: dict[str, tuple[int, float, int]] = {}
             recheck_at: dict[str, float | None] = {}
             while True:
                 reload()

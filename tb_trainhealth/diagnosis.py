@@ -24,7 +24,7 @@ class Diagnosis:
     signals: RunSignals
     findings: list[Finding]
     errors: list[str]
-    fingerprint: tuple[int, float]  # how far the data went (last step, last wall time)
+    fingerprint: tuple[int, float, int]  # how far the data went (`SignalReader.last_step`)
     # Wall time after which the same data gets another diagnosis (a silent run ends
     # abruptly once its allowance has passed); None: only new data changes it.
     recheck_at: float | None = None

@@ -133,14 +133,18 @@ class SignalReader:
                 return True
         return False
 
-    def last_step(self, group: RunGroup) -> tuple[int, float]:
-        """A cheap fingerprint of how far a group's data goes (max step, max wall time)."""
-        step, wall = -1, 0.0
+    def last_step(self, group: RunGroup) -> tuple[int, float, int]:
+        """A cheap fingerprint of how far a group's data goes: (max step, max wall time, sum of
+        every tag's own max step). The last term changes when one tag gets more data while the
+        run's maximum does not: TensorBoard's loaders can show a file's prefix in which the
+        newest record (flushed at once) comes before rows still buffered when it was written."""
+        step, wall, per_tag = -1, 0.0, 0
         for run in group.members.values():
             for listing in (self._ours_scalars, self._ours_tensors, self._ours_records, self._plain_scalars):
                 for ts in listing.get(run, {}).values():
                     step, wall = max(step, ts.max_step), max(wall, ts.max_wall_time)
-        return step, wall
+                    per_tag += ts.max_step + 1
+        return step, wall, per_tag
 
     def read(self, group: RunGroup, ctx: tb_context.RequestContext | None = None) -> RunSignals:
         ctx = _request_context(ctx)

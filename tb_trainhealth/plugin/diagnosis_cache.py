@@ -28,7 +28,7 @@ _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_p
 
 
 class DiagnosisCache:
-    """Keyed by run; a run's fingerprint (last step, last wall time) decides staleness, and
+    """Keyed by run; a run's fingerprint (`SignalReader.last_step`) decides staleness, and
     the clock for a run whose verdict changes with time alone (`Diagnosis.recheck_at`).
 
     The lock guards the dictionaries only: nobody waits for a diagnosis while holding it.
