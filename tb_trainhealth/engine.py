@@ -49,7 +49,7 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
 def training_died_at(run: RunSignals) -> int | None:
     """First step whose loss or weights were non-finite, if any."""
     steps = [e.step for e in run.events_of(NonfiniteEvent) if e.where in ("loss", "weights")]
-    for name in (sig.LOSS, sig.BATCH_LOSS, sig.EPOCH_LOSS):
+    for name in sig.TRAINING_LOSSES:
         series = run.get(name)
         if series is not None and not np.isfinite(series.values).all():
             steps.append(int(series.steps[np.argmax(~np.isfinite(series.values))]))

@@ -18,6 +18,8 @@ EPOCH_LOSS = "epoch_loss"
 EPOCH_VAL_LOSS = "epoch_val_loss"
 EPOCH_ACCURACY = "epoch_accuracy"
 EPOCH_VAL_ACCURACY = "epoch_val_accuracy"
+# Every series that holds the training loss, finest first (a run may have several).
+TRAINING_LOSSES = (LOSS, BATCH_LOSS, EPOCH_LOSS)
 GRAD_NORM = "grad_norm"
 LEARNING_RATE = "learning_rate"
 STEP_TIME_MS = "step_time_ms"

@@ -244,12 +244,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             if where == "gradients":
                 first_layers = list(event.layers)
                 replicas = _replicas_hit(event)
-    for name, where in (
-        (sig.LOSS, "loss"),
-        (sig.BATCH_LOSS, "loss"),
-        (sig.EPOCH_LOSS, "loss"),
-        (sig.GRAD_NORM, "gradients"),
-    ):
+    for name, where in (*((loss, "loss") for loss in sig.TRAINING_LOSSES), (sig.GRAD_NORM, "gradients")):
         step = _first_nonfinite_step(run.get(name))
         if step is not None and (where not in hits or step < hits[where]):
             hits[where] = step
