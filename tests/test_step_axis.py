@@ -8,11 +8,11 @@ import sys
 import keras
 import numpy as np
 import pytest
+import scenarios
 from conftest import diagnose_logdir, read_logdir
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
-from demo import scenarios
 from tb_trainhealth import step_axis
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.signals import RunSignals, Series
