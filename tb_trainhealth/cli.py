@@ -28,6 +28,21 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 PARALLEL_RUNS = 2
+MAX_FIXES = 3  # per finding in text output; --json has them all
+MAX_FACTS = 8
+
+
+EPILOG = """\
+exit status:
+  0  no finding at or above --fail-on
+  1  a finding at or above --fail-on (default: critical)
+  2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
+
+--json prints {"runs": [{"run", "status", "findings", "errors", "event_counts"}, ...]}, worst
+run first. A finding: {"code", "severity", "step", "epoch", "title", "detail", "fixes":
+[{"text", "code"}], "evidence": {"series", "start_step", "end_step", "layer", "check",
+"facts": [{"label", "value"}]}}. Finding codes are stable: see README's table.
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,11 +53,19 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="tb-trainhealth", description="Diagnose TensorFlow training runs from their TensorBoard logs."
+        prog="tb-trainhealth",
+        description="Diagnose TensorFlow training runs from their TensorBoard logs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    diagnose = commands.add_parser("diagnose", help="diagnose every run under LOGDIR")
+    diagnose = commands.add_parser(
+        "diagnose",
+        help="diagnose every run under LOGDIR",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     diagnose.add_argument("logdir", help="a TensorBoard logdir (local path or any tf.io.gfile URL)")
     diagnose.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     diagnose.add_argument(
@@ -177,10 +200,14 @@ def _render_text(results: list[dict[str, Any]], logdir: str) -> str:
         for finding in findings:
             lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
             lines.extend(textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      "))
-            for fix in finding.fixes[:3]:
+            for fact in finding.evidence.facts[:MAX_FACTS]:
+                lines.append(f"      - {fact.label}: {fact.value}")
+            for fix in finding.fixes[:MAX_FIXES]:
                 lines.append(f"      fix: {fix.text}")
                 if fix.code:
-                    lines.append(f"           {fix.code}")
+                    lines.append(textwrap.indent(fix.code, " " * 11))
+            if len(finding.fixes) > MAX_FIXES:
+                lines.append(f"      (+{len(finding.fixes) - MAX_FIXES} more fixes: --json, or the Health tab)")
         lines.append("")
     counts = {s: sum(r["status"] == s for r in results) for s in STATUS_ORDER}
     lines.append(

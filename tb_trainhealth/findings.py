@@ -33,14 +33,26 @@ class Fix:
 
 
 @dataclasses.dataclass(frozen=True)
+class Fact:
+    """One measured fact behind a finding, as text (the CLI prints it, the tab tabulates it):
+    findings backed by events (an OOM, a crash, a lint check) have facts instead of a chart."""
+
+    label: str
+    value: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Evidence:
     """Which series show the problem, and over which range of the run's axis (batch steps,
-    or epochs numbered from 1 on runs that only have per-epoch data)."""
+    or epochs numbered from 1 on runs that only have per-epoch data); the layer it names; the
+    check (a lint or pipeline check id) it comes from; and the measured facts."""
 
     series: tuple[str, ...]
     start_step: int | None = None
     end_step: int | None = None
     layer: str | None = None
+    facts: tuple[Fact, ...] = ()
+    check: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +81,9 @@ class Finding:
         return f" @ epoch {self.epoch}" if self.epoch is not None else ""
 
     @property
-    def key(self) -> tuple[str, str | None]:
-        """Identity across repeated diagnoses of a growing run (code and layer)."""
-        return (self.code, self.evidence.layer)
+    def key(self) -> tuple[str, str | None, str | None]:
+        """Identity across repeated diagnoses of a growing run (code, layer and check)."""
+        return (self.code, self.evidence.layer, self.evidence.check)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +98,8 @@ class Finding:
                 "start_step": self.evidence.start_step,
                 "end_step": self.evidence.end_step,
                 "layer": self.evidence.layer,
+                "check": self.evidence.check,
+                "facts": [{"label": f.label, "value": f.value} for f in self.evidence.facts],
             },
             "fixes": [{"text": f.text, "code": f.code} for f in self.fixes],
         }
@@ -104,6 +118,8 @@ class Finding:
                 start_step=evidence.get("start_step"),
                 end_step=evidence.get("end_step"),
                 layer=evidence.get("layer"),
+                facts=tuple(Fact(str(f["label"]), str(f["value"])) for f in evidence.get("facts", ())),
+                check=evidence.get("check"),
             ),
             fixes=tuple(Fix(str(f["text"]), f.get("code")) for f in data.get("fixes", ())),
             epoch=None if data.get("epoch") is None else int(data["epoch"]),

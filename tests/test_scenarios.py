@@ -79,3 +79,15 @@ def test_early_stopping_is_known_and_never_suggested_again(scenario_logdir, scen
 
 def test_a_validation_loss_thrown_up_by_instability_is_not_called_overfitting(scenario_findings):
     assert "overfitting" not in {f.code for f in scenario_findings["unstable_not_overfitting"]}
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.expected], ids=lambda s: s.name)
+def test_every_finding_shows_its_evidence(scenario, scenario_logdir, scenario_findings):
+    """A finding names series the run has (the tab plots them) or carries measured facts."""
+    signals = read_logdir(scenario_logdir)[scenario.name]
+    present = set(signals.series) | set(signals.layer_series)
+    for finding in scenario_findings[scenario.name]:
+        plotted = [s for s in finding.evidence.series if s in present]
+        assert plotted or finding.evidence.facts, finding
+        assert all(fact.label and fact.value for fact in finding.evidence.facts), finding
+        assert finding.evidence.layer is None or finding.evidence.layer != finding.evidence.check  # a layer

@@ -9,8 +9,9 @@ be nearly all dead or have died while training (see DEAD_GROWTH).
 from __future__ import annotations
 
 from tb_trainhealth.contract.events import ActivationsEvent
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
+from tb_trainhealth.rules.facts import fact
 from tb_trainhealth.signals import RunSignals
 
 LAYER_SHARE = 0.5
@@ -48,6 +49,22 @@ def _flagged(run: RunSignals, measure: str) -> list[tuple[str, int, float, str]]
     return flagged
 
 
+def _layer_facts(run: RunSignals, measure: str) -> tuple[Fact, ...]:
+    """The share per layer at the first and the last probe: where it stands and how it got there."""
+    samples = run.events_of(ActivationsEvent)
+    first, last = samples[0], samples[-1]
+    out: tuple[Fact, ...] = fact("probe steps", f"{first.step} and {last.step}" if last is not first else first.step)
+    for name, layer in last.layers.items():
+        share = getattr(layer, measure)
+        if share is None:
+            continue
+        before = getattr(first.layers.get(name), measure, None)
+        trend = f" (was {before:.0%})" if before is not None and last is not first else ""
+        units = f" of {layer.units} units" if layer.units else ""
+        out += fact(f"{name} ({layer.activation})", f"{share:.0%} {measure}{units}{trend}")
+    return out
+
+
 def check_dead_relu(run: RunSignals) -> list[Finding]:
     return [
         Finding(
@@ -61,7 +78,7 @@ def check_dead_relu(run: RunSignals) -> list[Finding]:
                 "that much capacity. Typical causes: a learning rate too high (one large update pushes the "
                 "biases negative), or a bad initialisation."
             ),
-            evidence=Evidence(("events",), onset, None, layer),
+            evidence=Evidence((), onset, None, layer, facts=_layer_facts(run, "dead")),
             fixes=(
                 LR_FIX_LOWER,
                 Fix(
@@ -92,7 +109,7 @@ def check_saturated_activation(run: RunSignals) -> list[Finding]:
                 f"step {onset}, where the gradient is ~0: those units have stopped learning. Usual causes: inputs "
                 "or weights too large (no normalisation, a large initialisation), or a learning rate too high."
             ),
-            evidence=Evidence(("events",), onset, None, layer),
+            evidence=Evidence((), onset, None, layer, facts=_layer_facts(run, "saturated")),
             fixes=(
                 Fix(
                     "Normalise the inputs and keep pre-activations small.",

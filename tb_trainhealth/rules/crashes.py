@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, OomEvent
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import fact
 from tb_trainhealth.signals import RunSignals
 
 SHAPE_MISMATCH = "shape mismatch"
@@ -273,10 +275,34 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
             step=crash.step,
             title=f"Training crashed at step {crash.step}: {category}",
             detail=detail,
-            evidence=Evidence(("events",), crash.step, crash.step),
+            evidence=Evidence(
+                (),
+                crash.step,
+                crash.step,
+                facts=fact("exception", error_type)
+                + fact("phase", crash.phase)
+                + fact("epoch", crash.epoch)
+                + fact("op", ops[0] if ops else None)
+                + fact("message", first_line),
+            ),
             fixes=_fixes(category, message),
         )
     ]
+
+
+def _oom_facts(ooms: list[OomEvent]) -> tuple[Fact, ...]:
+    """One line per attempt: its batch size, where it failed, the memory in use, what came next."""
+    out: tuple[Fact, ...] = ()
+    for k, event in enumerate(ooms, 1):
+        where = f"step {event.step}" + (f", epoch {event.epoch}" if event.epoch is not None else "")
+        memory = f"; {event.memory_mb:.0f} MB in use" if event.memory_mb is not None else ""
+        then = f"retried at batch size {event.next_batch_size}" if event.next_batch_size else "gave up"
+        out += fact(f"attempt {k}: batch size {event.batch_size}", f"out of memory at {where}{memory}; {then}")
+    return out
+
+
+def _memory_series(run: RunSignals) -> tuple[str, ...]:
+    return tuple(name for name in (sig.DEVICE_MEMORY_MB, sig.HOST_MEMORY_MB) if run.get(name) is not None)
 
 
 def check_oom(run: RunSignals) -> list[Finding]:
@@ -296,7 +322,7 @@ def check_oom(run: RunSignals) -> list[Finding]:
                 step=last.step,
                 title=f"Out of memory even at batch size {last.batch_size}: training stopped",
                 detail=f"Out-of-memory at batch sizes {sizes}; the smallest allowed batch size still did not fit{memory}.",
-                evidence=Evidence(("events",), first.step, last.step),
+                evidence=Evidence(_memory_series(run), first.step, last.step, facts=_oom_facts(ooms)),
                 fixes=OOM_FIXES[1:] + OOM_FIXES[:1],
             )
         ]
@@ -311,7 +337,7 @@ def check_oom(run: RunSignals) -> list[Finding]:
                 f"{len(ooms)} out-of-memory error(s) (batch sizes {sizes}); training resumed at batch size {final} "
                 f"from the epoch that failed{memory}. Smaller batches change the optimisation: consider a lower learning rate."
             ),
-            evidence=Evidence(("events",), first.step, ooms[-1].step),
+            evidence=Evidence(_memory_series(run), first.step, ooms[-1].step, facts=_oom_facts(ooms)),
             fixes=OOM_FIXES,
         )
     ]

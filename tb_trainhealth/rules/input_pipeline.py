@@ -19,7 +19,8 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import event_facts, fact
 from tb_trainhealth.signals import RunSignals, Series
 
 HIGHLY_INPUT_BOUND = 0.20  # XProf: "highly input-bound"
@@ -186,7 +187,12 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
                 step=event.step,  # the fit() it was found at
                 title=title.format(**fields),
                 detail=why.format(**fields) + cost + f" (tf.data op: {event.stage or '?'})",
-                evidence=Evidence(("events",), None, None, event.check.value),
+                evidence=Evidence(
+                    _series_in(run, sig.INPUT_WAIT_MS, sig.STEP_TIME_MS),
+                    facts=event_facts(event, ("step",), {"stage": "tf.data op", "ops": "pipeline ops"})
+                    + _measured_wait(run),
+                    check=event.check.value,
+                ),
                 fixes=(Fix(fix.text.format(**fields), fix.code.format(**fields)),),
             )
         )
@@ -194,6 +200,20 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
 
 
 # -- input_bound ---------------------------------------------------------------------------------
+
+
+def _series_in(run: RunSignals, *names: str) -> tuple[str, ...]:
+    return tuple(name for name in names if run.get(name) is not None)
+
+
+def _measured_wait(run: RunSignals) -> tuple[Fact, ...]:
+    measured = input_share(run)
+    if measured is None:
+        return fact("measured input wait", "not recorded (measure_input=False, or too few steps)")
+    share, wait_ms, step_ms, first, last = measured
+    return fact(
+        "measured input wait", f"{wait_ms:.1f} ms of a {step_ms:.1f} ms step ({share:.0%}), steps {first}-{last}"
+    )
 
 
 def _input_fixes(run: RunSignals) -> tuple[Fix, ...]:

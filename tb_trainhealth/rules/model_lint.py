@@ -6,6 +6,7 @@ from __future__ import annotations
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import event_facts
 from tb_trainhealth.signals import RunSignals
 
 _EXPLAIN = {
@@ -80,7 +81,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
                 step=event.step,  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.value.replace('_', ' ')}",
                 detail=detail,
-                evidence=Evidence(("events",), None, None, event.layer),
+                evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
                 fixes=(Fix(fix_text, fix_code),),
             )
         )
@@ -118,7 +119,7 @@ def check_model_config(run: RunSignals) -> list[Finding]:
                 step=event.step,
                 title=title,
                 detail=detail,
-                evidence=Evidence(("events",), None, None, event.layer),
+                evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
                 fixes=(Fix(fix_text, fix_code),),
             )
         )

@@ -8,9 +8,12 @@ The constants here are shared with the write side, which stops the small-batch f
 
 from __future__ import annotations
 
+import dataclasses
+
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import event_facts
 from tb_trainhealth.signals import RunSignals
 
 # -- initial loss --------------------------------------------------------------------------
@@ -96,8 +99,30 @@ def latest_preflight(run: RunSignals) -> PreflightEvent | None:
     return events[-1] if events else None
 
 
-def _evidence(event: PreflightEvent, layer: str | None = None) -> Evidence:
-    return Evidence(("events",), event.step, event.step, layer)
+# What each preflight finding measured: the fields of its event worth showing with it.
+_SHOWN = {
+    "initial_loss_off": ("loss", "outputs", "initial_loss", "expected_loss", "expected_how", "samples"),
+    "no_gradient": ("trainable_variables", "no_gradient", "zero_gradient", "samples"),
+    "input_ignored": ("fit_start_loss", "fit_end_loss", "zeroed_start_loss", "zeroed_end_loss", "zeroed_steps"),
+    "cannot_fit_small_batch": (
+        "fit_samples",
+        "trainable_params",
+        "learning_rate",
+        "fit_steps",
+        "fit_start_loss",
+        "fit_end_loss",
+        "fit_reference",
+        "fit_target",
+        "fit_stopped",
+        "baseline_loss",
+    ),
+}
+
+
+def _evidence(event: PreflightEvent, code: str, layer: str | None = None) -> Evidence:
+    shown = _SHOWN[code]
+    skip = tuple(f.name for f in dataclasses.fields(event) if f.name not in shown)
+    return Evidence((), event.step, event.step, layer, facts=event_facts(event, skip))
 
 
 def _loss_name(event: PreflightEvent) -> str:
@@ -161,7 +186,7 @@ def check_initial_loss_off(run: RunSignals) -> list[Finding]:
                 f"{event.initial_loss:.4g}; the output layer and loss imply about {event.expected_loss:.4g} "
                 f"({event.expected_how or 'at initialisation'}). {why}"
             ),
-            evidence=_evidence(event),
+            evidence=_evidence(event, "initial_loss_off"),
             fixes=fixes,
         )
     ]
@@ -181,7 +206,7 @@ def check_no_gradient(run: RunSignals) -> list[Finding]:
                 title="Preflight: the model has no trainable variables",
                 detail="Nothing in the model is trainable, so fit() changes nothing: every layer is frozen "
                 "(trainable=False) or the model has no weights.",
-                evidence=_evidence(event),
+                evidence=_evidence(event, "no_gradient"),
                 fixes=(
                     Fix(
                         "Unfreeze the layers to train (after building the head on a frozen backbone, compile again).",
@@ -210,7 +235,7 @@ def check_no_gradient(run: RunSignals) -> list[Finding]:
                 "variables. Causes: a branch whose output does not reach the loss, a tf.stop_gradient, a layer "
                 "built but not called, inputs that are all zero, or ReLU units dead from their initialisation."
             ),
-            evidence=_evidence(event, _layer_of(stuck[0])),
+            evidence=_evidence(event, "no_gradient", _layer_of(stuck[0])),
             fixes=(
                 Fix(
                     "Connect the branch to the output, or, if it is meant to stay fixed, freeze it so it is not "
@@ -270,7 +295,7 @@ def check_input_ignored(run: RunSignals) -> list[Finding]:
                 "frequencies. Look for a layer that discards the input (a multiplication by 0, a reduction over "
                 "the batch axis, a slice that keeps padding), or inputs that reach the model constant."
             ),
-            evidence=_evidence(event),
+            evidence=_evidence(event, "input_ignored"),
             fixes=(
                 Fix(
                     "Check that different inputs give different outputs before training.",
@@ -410,7 +435,7 @@ def check_cannot_fit_small_batch(run: RunSignals) -> list[Finding]:
                 f"{reference:.4g} ({'the best constant prediction' if reference == event.baseline_loss else 'the first loss'}). "
                 f"Most likely cause: {cause}."
             ),
-            evidence=_evidence(event),
+            evidence=_evidence(event, "cannot_fit_small_batch"),
             fixes=(fix,),
         )
     ]

@@ -9,6 +9,7 @@ write (`RunSignals.last_write`): the engine in the callback has neither and neve
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from tb_trainhealth.contract import series as sig
@@ -23,7 +24,8 @@ from tb_trainhealth.contract.events import (
     StallPhase,
     ThreadPlace,
 )
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import fact
 from tb_trainhealth.signals import RunSignals
 
 # A live run's newest write can look this old to a reader: rows are flushed every 10 s
@@ -187,6 +189,20 @@ def _allowance_text(event: StallEvent) -> str:
     return f"the allowance is {event.allowance:.0f} s" + (" (first step: tracing)" if event.first_step else "")
 
 
+def _stall_facts(stalled: StallEvent, resumed: ResumedEvent | None) -> tuple[Fact, ...]:
+    thread, frame = _place(stalled)
+    lasted = f"{resumed.seconds:.0f} s" if resumed is not None else f"{stalled.seconds:.0f} s and counting"
+    return (
+        fact("no step finished for", lasted)
+        + fact("allowance", f"{stalled.allowance:.0f} s" + (" (first step: tracing)" if stalled.first_step else ""))
+        + fact("doing", stalled.phase)
+        + fact("callback", stalled.callback)
+        + fact("thread", thread.thread if thread is not None else None)
+        + fact("where", _frame_text(frame) if frame is not None else None)
+        + fact("ended by", None if resumed is None else ("the fit's end" if resumed.ended else f"step {resumed.step}"))
+    )
+
+
 def check_training_stalled(run: RunSignals) -> list[Finding]:
     pauses = _pauses(run)
     if not pauses:
@@ -207,7 +223,7 @@ def check_training_stalled(run: RunSignals) -> list[Finding]:
                     f"No training step finished for {stalled.seconds:.0f} s ({_allowance_text(stalled)}) and none "
                     f"has since: {where}. The process is still waiting, or was killed while it waited.{others}"
                 ),
-                evidence=Evidence(("events",), stalled.step, stalled.step),
+                evidence=Evidence((), stalled.step, stalled.step, facts=_stall_facts(stalled, None)),
                 fixes=_fixes(stalled),
             )
         ]
@@ -235,7 +251,12 @@ def check_training_stalled(run: RunSignals) -> list[Finding]:
                 f"No training step finished for {seconds:.0f} s ({_allowance_text(stalled)}): {where}.{ended}"
                 f"{others} A pause this long wastes the machine and often turns into a hang next time."
             ),
-            evidence=Evidence(("events",), stalled.step, resumed.step if resumed is not None else stalled.step),
+            evidence=Evidence(
+                (),
+                stalled.step,
+                resumed.step if resumed is not None else stalled.step,
+                facts=_stall_facts(stalled, resumed),
+            ),
             fixes=(*_fixes(stalled), raise_it),
         )
     ]
@@ -343,7 +364,12 @@ def check_ended_abruptly(run: RunSignals) -> list[Finding]:
                 f"neither a fit-end nor a crash record: the process was killed without an exception.{cause} "
                 f"{memory}"
             ),
-            evidence=evidence or Evidence(("events",), step, step),
+            evidence=dataclasses.replace(
+                evidence or Evidence((), step, step),
+                facts=fact("last step recorded", step)
+                + fact("silent for", f"{silent:.0f} s (allowance {limit:.0f} s)")
+                + fact("end or crash record", "none"),
+            ),
             fixes=fixes,
         )
     ]

@@ -17,6 +17,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.facts import event_facts
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
@@ -126,6 +127,9 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
     ),
 }
 
+# A lint event's fields that are not measurements of the data.
+_NOT_FACTS = ("step", "check", "layer", "activation", "from_logits", "units", "rate", "output_range")
+
 
 def _lint(run: RunSignals, checks: Collection[LintCheck]) -> list[LintEvent]:
     return run.first_of_each_check(LintEvent, checks)
@@ -161,7 +165,7 @@ def _label_lint_findings(run: RunSignals) -> list[Finding]:
                 step=event.step,
                 title=_format(title, event),
                 detail=_format(detail, event),
-                evidence=Evidence(("events",), None, None, event.check.value),
+                evidence=Evidence((), facts=event_facts(event, _NOT_FACTS), check=event.check.value),
                 fixes=tuple(Fix(_format(f.text, event), _format(f.code, event)) for f in fixes),
             )
         )
@@ -247,7 +251,7 @@ def _constant_input(event: LintEvent) -> Finding:
             "the label frequencies, and the first layer's gradients are zero. A common cause is integer "
             "division: uint8 pixels // 255 is 0 for every pixel below 255."
         ),
-        evidence=Evidence(("events",), None, None, "constant_input"),
+        evidence=Evidence((), facts=event_facts(event, _NOT_FACTS), check=event.check.value),
         fixes=(
             Fix("Scale with float division (or inside the model).", "x = x.astype('float32') / 255.0  # not x // 255"),
             Fix(
@@ -278,7 +282,7 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
                 f"scale; inputs of magnitude {rms:.3g} saturate activations and make the first layers' "
                 "gradients huge or the loss plateau." + (" These look like raw 0-255 pixels." if pixels else "")
             ),
-            evidence=Evidence(("events",), None, None, "unnormalized_input"),
+            evidence=Evidence((), facts=event_facts(event, _NOT_FACTS), check=event.check.value),
             fixes=(
                 Fix("Scale pixels to [0, 1] inside the model.", "keras.layers.Rescaling(1.0 / 255)  # first layer")
                 if pixels
