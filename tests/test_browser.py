@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from tensorboard_process import get_json, running_tensorboard, wait_for
@@ -15,6 +17,16 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 
 XSS_RUN = "<img src=x onerror=alert(1)>"
 EPOCHS_RUN = "plain_keras_nan"  # Keras' TensorBoard callback alone, per-epoch scalars only
+OOM_RUN = "oom_retry"
+# Findings backed by events rather than a series; series the top chart must show, by run.
+EVENT_RUNS = ("training_crash", "input_bound", "dead_relu")
+LEADS = {
+    "nan_input": {"layer_grad_norm"},
+    OOM_RUN: {"host_memory_mb"},
+    "input_bound": {"input_wait_ms", "step_time_ms"},
+    "dead_relu": {"layer_grad_norm"},
+}
+RUNS = 6 + len(EVENT_RUNS) + 1
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -27,10 +39,15 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="module")
 def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("browser")
-    for run in ("nan_input", "overfitting", "healthy_mlp", "loss_plateau"):
+    for run in ("nan_input", "overfitting", "healthy_mlp", "loss_plateau", *EVENT_RUNS):
         shutil.copytree(os.path.join(scenario_logdir, run), root / run)
     shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
     keras_only_nan_run(str(root / EPOCHS_RUN), update_freq="epoch")
+    # A real OOM (capped address space, its own process), retried at smaller batches.
+    oom_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oom_training.py")
+    subprocess.run(
+        [sys.executable, oom_script, str(root / OOM_RUN), "256"], check=True, capture_output=True, timeout=600
+    )
     return str(root)
 
 
@@ -38,9 +55,9 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
 def page(browser_logdir):
     with running_tensorboard(browser_logdir, load_fast=False) as url:
 
-        def diagnosed():  # all 6 runs, none still "pending"
+        def diagnosed():  # all runs, none still "pending"
             statuses = [r["status"] for r in get_json(url + "/data/plugin/trainhealth/runs")["runs"]]
-            return len(statuses) == 6 and "pending" not in statuses
+            return len(statuses) == RUNS and "pending" not in statuses
 
         assert wait_for(diagnosed)
         with playwright_api.sync_playwright() as p:
@@ -89,7 +106,7 @@ def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
             break
         page.wait_for_timeout(50)
     assert copied == card.locator("pre").first.inner_text() and "np.isfinite" in copied
-    frame.locator("[data-testid=layer-chart] canvas").first.wait_for()
+    frame.locator("[data-testid=lead-chart] canvas").first.wait_for()
 
 
 def test_a_run_with_only_epoch_data_says_epoch_everywhere(page):
@@ -181,3 +198,69 @@ def test_a_run_still_training_updates_without_a_page_reload(page, browser_logdir
     item.click()
     frame.locator("[data-testid=finding-card][data-code=training_crash]").wait_for()
     assert page.evaluate("window.__not_reloaded") is True
+
+
+def show_run(frame, run: str):
+    frame.locator(f"[data-testid=run-item][data-run='{run}']").click()
+    view = frame.locator(f"[data-testid=run-view][data-run='{run}']")
+    view.locator("[data-testid=finding-card]").first.wait_for()
+    return view
+
+
+@pytest.mark.parametrize("run", [OOM_RUN, *EVENT_RUNS])
+def test_every_card_shows_its_evidence_and_whole_fixes(page, run):
+    """OOM, crash, pipeline and dead-unit findings show their measured facts; no fix is clipped."""
+    view = show_run(health_frame(page), run)
+    cards = view.locator("[data-testid=finding-card]")
+    for i in range(cards.count()):
+        evidence = cards.nth(i).locator("[data-testid=evidence-chart]")
+        text = evidence.inner_text()
+        assert "not in this run's data" not in text and "No series to plot" not in text, text
+        assert evidence.get_attribute("data-series") or int(evidence.get_attribute("data-facts")) > 0
+    facts = view.locator("[data-testid=evidence-facts]")
+    assert facts.count() >= 1 and facts.first.locator("tr").count() >= 1
+    overflowing = view.evaluate(
+        "v => Array.from(v.querySelectorAll('pre')).filter(p => p.scrollWidth > p.clientWidth).map(p => p.textContent)"
+    )
+    assert overflowing == []
+
+
+@pytest.mark.parametrize("run", sorted(LEADS))
+def test_top_chart_follows_the_worst_finding(page, run):
+    view = show_run(health_frame(page), run)
+    lead = view.locator("[data-testid=lead-chart]")
+    lead.locator("canvas").first.wait_for()
+    assert LEADS[run] <= set(lead.get_attribute("data-series").split(","))
+
+
+def test_timeline_lists_the_oom_retries_in_step_order(page):
+    view = show_run(health_frame(page), OOM_RUN)
+    entries = view.locator("[data-testid=timeline] li")
+    kinds = [entries.nth(i).get_attribute("data-kind") for i in range(entries.count())]
+    assert kinds.count("oom") >= 1
+    steps = [int(entries.nth(i).locator(".th-timeline-step").inner_text().split()[-1]) for i in range(entries.count())]
+    assert steps == sorted(steps)
+
+
+def test_dark_mode_follows_tensorboard_and_the_system(page):
+    """Opened with a dark system theme (TensorBoard turns dark too): the tab is dark, text light."""
+    dark = page.context.browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    try:
+        dark.goto(page.url)
+        frame = health_frame(dark)
+        view = show_run(frame, "nan_input")
+        view.locator("[data-testid=lead-chart] canvas").first.wait_for()
+
+        def luminance(css: str) -> float:
+            r, g, b = (float(x) for x in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+            return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+        assert frame.locator("html").get_attribute("data-theme") == "dark"
+        body = frame.locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
+        card = view.locator("[data-testid=finding-card]").first.evaluate("c => getComputedStyle(c).color")
+        assert luminance(body) < 0.25 and luminance(card) > 0.6, (body, card)
+        # TensorBoard's own toggle wins: its page turns light, the tab follows.
+        dark.evaluate("document.body.classList.remove('dark-mode')")
+        assert wait_for(lambda: frame.locator("html").get_attribute("data-theme") == "light", timeout=10)
+    finally:
+        dark.close()

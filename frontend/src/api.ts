@@ -29,11 +29,33 @@ export interface Fix {
   code: string | null;
 }
 
+/** A measured value behind a finding that has no series to plot (an OOM, a crash, a lint check). */
+export interface Fact {
+  label: string;
+  value: string;
+}
+
 export interface Evidence {
   series: string[];
   start_step: number | null;
   end_step: number | null;
   layer: string | null;
+  check: string | null;
+  facts: Fact[];
+}
+
+/** The chart at the top of a run's page: the series that show its worst finding. */
+export interface Lead {
+  title: string;
+  series: string[];
+  code: string | null;
+}
+
+/** One discrete event of the run (lint, OOM retry, first NaN, crash, ...), in step order. */
+export interface TimelineEntry {
+  step: number;
+  kind: string;
+  text: string;
 }
 
 export interface Finding {
@@ -55,6 +77,8 @@ export interface RunFindings {
   layers: string[];
   series: string[];
   findings: Finding[];
+  lead: Lead | null;
+  timeline: TimelineEntry[];
   errors: string[];
 }
 
@@ -172,12 +196,23 @@ function parseFinding(v: unknown): Finding {
       start_step: num(e["start_step"]),
       end_step: num(e["end_step"]),
       layer: strOrNull(e["layer"]),
+      check: strOrNull(e["check"]),
+      facts: arr(e["facts"]).map((x) => {
+        const fo = obj(x);
+        return { label: str(fo["label"]), value: str(fo["value"]) };
+      }),
     },
     fixes: arr(o["fixes"]).map((f) => {
       const fo = obj(f);
       return { text: str(fo["text"]), code: strOrNull(fo["code"]) };
     }),
   };
+}
+
+function parseLead(v: unknown): Lead | null {
+  if (!isObj(v)) return null;
+  const series = strs(v["series"]);
+  return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]) } : null;
 }
 
 function numsOrNull(v: unknown): (number | null)[] {
@@ -201,6 +236,12 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
     layers: strs(o["layers"]),
     series: strs(o["series"]),
     findings: arr(o["findings"]).map(parseFinding),
+    lead: parseLead(o["lead"]),
+    timeline: arr(o["timeline"]).flatMap((x) => {
+      const t = obj(x);
+      const step = num(t["step"]);
+      return step === null ? [] : [{ step, kind: str(t["kind"]), text: str(t["text"]) }];
+    }),
     errors: strs(o["errors"]),
   };
 }

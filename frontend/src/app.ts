@@ -9,6 +9,7 @@ import { Poller } from "./polling";
 import { RunList } from "./run_list";
 import { RunView } from "./run_view";
 import { store, stored, STORE_SELECTED } from "./storage";
+import { followTheme } from "./theme";
 
 export class App {
   private runs: RunSummary[] = [];
@@ -37,7 +38,11 @@ export class App {
   private readonly banner = h("div", { class: "th-banner", attrs: { role: "alert", hidden: "" } });
   private readonly layout = h("div", { class: "th-layout" }, [this.runList.element, this.runView.element]);
 
+  private stopTheme: (() => void) | null = null;
+
   mount(): void {
+    // Charts read their colours when drawn: a theme change redraws the run on screen.
+    this.stopTheme = followTheme(() => void this.syncSelection(true));
     clear(document.body);
     document.body.classList.add("th-body");
     append(this.root, [
@@ -58,6 +63,7 @@ export class App {
   }
 
   stop(): void {
+    this.stopTheme?.();
     this.poller.stop();
     this.runView.reset();
   }

@@ -77,7 +77,8 @@ export function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]
           ctx.font = `500 ${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
           const w = ctx.measureText(label).width;
           const right = x + 4 * r + w <= u.bbox.left + u.bbox.width;
-          const tx = right ? x + 4 * r : x - 4 * r - w;
+          // Never over the y axis' tick labels: inside the plot area on both sides.
+          const tx = Math.max(u.bbox.left + 2 * r, right ? x + 4 * r : x - 4 * r - w);
           ctx.textBaseline = "top";
           ctx.lineJoin = "round";
           ctx.lineWidth = 3 * r;

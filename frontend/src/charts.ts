@@ -98,12 +98,23 @@ function logSplits(u: uPlot, _axis: number, min: number, max: number): number[] 
   return out.length > 0 ? out : [min, max];
 }
 
+/** Log-axis ticks in one notation: all "1e-4 ... 1e16" when any needs an exponent, else plain. */
+function logTickLabels(splits: number[]): string[] {
+  const plain = splits.every((v) => v === null || v === undefined || (Math.abs(v) >= 1e-3 && Math.abs(v) < 1e5));
+  return splits.map((v) => {
+    if (v === null || v === undefined) return "";
+    if (plain) return fmtNum(v, 4);
+    const e = Math.round(Math.log10(v));
+    return Math.abs(v - 10 ** e) <= 1e-9 * v ? "1e" + e : fmtNum(v, 3);
+  });
+}
+
 /** Mounts one uPlot panel into `container` (already in the document). */
 export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle | null {
   const { xs, ys, firstNonFinite } = align(spec.lines);
   const hasValue = ys.some((y) => y.some((v) => v !== null && v !== undefined));
   if (xs.length === 0 || !hasValue) {
-    container.appendChild(h("div", { class: "th-chart-empty", text: "No finite values logged for this series yet." }));
+    container.appendChild(h("div", { class: "th-chart-empty", text: "No finite values in this series." }));
     return null;
   }
   const log = wantsLog(spec.lines);
@@ -165,12 +176,12 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
         size: 52,
         grid: { stroke: gridColor, width: 1 },
         ticks: { stroke: tickColor, width: 1, size: 4 },
-        values: (_u, splits) => splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 4))),
+        values: (_u, splits) => (log ? logTickLabels(splits) : splits.map((v) => (v === null || v === undefined ? "" : fmtNum(v, 4)))),
         ...(log ? { splits: logSplits, incrs: WIDE_INCRS, filter: (_u: uPlot, splits: number[]) => splits } : { incrs: LINEAR_INCRS }),
       },
     ],
     series: [
-      { label: spec.axis ?? "step", value: (_u, v) => (v === null || v === undefined ? "--" : String(v)) },
+      { label: spec.axis ?? "step", value: (_u, v) => (v === null || v === undefined ? "" : String(v)) },
       ...spec.lines.map(
         (l): uPlot.Series => ({
           label: l.label,
@@ -178,7 +189,7 @@ export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle
           width: l.width ?? 1.5,
           spanGaps: false,
           points: { show: few, size: 4, fill: l.color },
-          value: (_u, v) => (v === null || v === undefined ? "--" : fmtNum(v, 4)),
+          value: (_u, v) => (v === null || v === undefined ? "" : fmtNum(v, 4)),
         }),
       ),
     ],

@@ -1,6 +1,6 @@
 // One finding card: severity badge, title, onset step and code; the detail and its fixes
 // (code fixes with a Copy button); the evidence charts of the series behind it.
-import type { Finding, RunFindings, SeriesData } from "./api";
+import type { Fact, Finding, RunFindings, SeriesData } from "./api";
 import type { Line } from "./charts";
 import { codeBlock } from "./code_block";
 import { h } from "./dom";
@@ -10,6 +10,17 @@ import { scalarColor, severityColor } from "./theme";
 
 /** Draws a card's charts once the run's series have arrived (or failed: `err`). */
 export type MountCharts = (s: SeriesData | null, err: string | null) => void;
+
+/** The measured values behind a finding, as a two-column table (text only). */
+export function factTable(facts: Fact[]): HTMLElement {
+  return h("table", { class: "th-facts", testid: "evidence-facts" }, [
+    h(
+      "tbody",
+      {},
+      facts.map((f) => h("tr", {}, [h("th", { text: f.label, attrs: { scope: "row" } }), h("td", { text: f.value })])),
+    ),
+  ]);
+}
 
 function fixList(finding: Finding): HTMLElement {
   return h(
@@ -37,9 +48,9 @@ export function findingCard(
   if (onsetText !== null) evidenceHead.push("onset: " + onsetText);
   if (ev.start_step !== null || ev.end_step !== null)
     evidenceHead.push(f.axis + "s " + (ev.start_step ?? "start") + "\u2013" + (ev.end_step ?? "end"));
-  if (ev.layer) evidenceHead.push("layer " + ev.layer);
+  if (ev.layer && f.layers.includes(ev.layer)) evidenceHead.push("layer " + ev.layer);
 
-  const evidence = h("div", { class: "th-evidence", testid: "evidence-chart", data: { series: plotted.join(",") } }, [
+  const evidence = h("div", { class: "th-evidence", testid: "evidence-chart", data: { series: plotted.join(","), facts: String(ev.facts.length) } }, [
     h("div", { class: "th-evidence-head" }, [
       h("span", { text: evidenceHead[0] ?? "" }),
       onsetText !== null ? h("span", { class: "th-onset-label", text: "onset: " + onsetText }) : null,
@@ -52,19 +63,20 @@ export function findingCard(
   const layerNames = plotted.filter((s) => s.startsWith("layer_"));
   const scalarBox = scalarNames.length ? h("div", { class: "th-chart" }) : null;
   const layerBoxes = layerNames.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
+  if (ev.facts.length) evidence.appendChild(factTable(ev.facts));
   if (scalarBox) evidence.appendChild(scalarBox);
   for (const { name, box } of layerBoxes) {
     evidence.appendChild(h("div", { class: "th-chart-title", text: name + " (one line per layer)" }));
     evidence.appendChild(box);
   }
-  if (plotted.length === 0) {
+  if (plotted.length === 0 && ev.facts.length === 0) {
     evidence.appendChild(
       h("div", {
         class: "th-chart-empty",
         text: ev.series.length ? "The series behind this finding (" + ev.series.join(", ") + ") are not in this run's data." : "No series to plot for this finding.",
       }),
     );
-  } else if (missing.length) {
+  } else if (missing.length && plotted.length) {
     evidence.appendChild(h("div", { class: "th-chart-note", text: "Not available to plot: " + missing.join(", ") }));
   }
 

@@ -23,8 +23,8 @@ export class RunList {
   private readonly noMatch = h("div", { class: "th-nomatch", text: "No runs match the filter.", attrs: { hidden: "" } });
   readonly element = h("aside", { class: "th-sidebar" }, [
     h("div", { class: "th-sidebar-head" }, [this.filterInput]),
-    this.list,
     this.noMatch,
+    this.list,
   ]);
 
   /** `onSelect` is called with the run's name when its button is clicked. */

@@ -1,15 +1,17 @@
 // One run's page on the right: fetches its findings and the series behind them, then shows
-// the header, problems reading the run, the no-callback hint, the per-layer gradient chart
-// and the finding cards. Keeps the scroll position when the same run is refreshed.
-import { fetchFindings, fetchSeries, type RunFindings, type RunSummary, type SeriesData } from "./api";
+// the header, problems reading the run, the no-callback hint, the chart of its worst problem,
+// its timeline and the finding cards. Keeps the scroll position when the same run is refreshed.
+import { fetchFindings, fetchSeries, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
 import { findingCard, type MountCharts } from "./finding_card";
-import { badge, countsText, errorText } from "./format";
+import { badge, countsText, errorText, fmtStep } from "./format";
 import { noCallbackHint } from "./hints";
+import type { Line } from "./charts";
+import { scalarColor } from "./theme";
 
 const POINTS = 500;
-const LAYER_GRAD = "layer_grad_norm";
+const TIMELINE_SHOWN = 30;
 
 /** Changes whenever what the run view shows for this run would change. */
 function runKey(r: RunSummary): string {
@@ -19,7 +21,7 @@ function runKey(r: RunSummary): string {
 function seriesToFetch(f: RunFindings): string[] {
   const available = new Set(f.series);
   const names = new Set<string>();
-  if (available.has(LAYER_GRAD)) names.add(LAYER_GRAD);
+  for (const s of f.lead?.series ?? []) if (available.has(s)) names.add(s);
   for (const finding of f.findings) for (const s of finding.evidence.series) if (available.has(s)) names.add(s);
   return Array.from(names);
 }
@@ -105,7 +107,7 @@ export class RunView {
     const lastStep = summary?.last_step ?? null;
     const lastEpoch = summary?.last_epoch ?? null;
     const last = lastStep !== null ? "step " + lastStep : lastEpoch !== null ? "epoch " + lastEpoch : null;
-    const view = h("div", { class: "th-run-view", data: { run: f.run } }, [
+    const view = h("div", { class: "th-run-view", testid: "run-view", data: { run: f.run } }, [
       h("div", { class: "th-run-header" }, [
         h("h2", { class: "th-run-title", text: f.run }),
         badge(f.status),
@@ -118,19 +120,12 @@ export class RunView {
     if (errors.length > 0) view.appendChild(errorsNotice(errors));
     if (!f.has_health_data) view.appendChild(noCallbackHint());
 
-    if (f.series.includes(LAYER_GRAD)) {
-      const chart = h("div", { class: "th-chart" });
-      view.appendChild(
-        h("section", { class: "th-card th-layer-card", testid: "layer-chart" }, [
-          h("div", { class: "th-card-head" }, [
-            h("h3", { class: "th-card-title", text: "Gradient norm per layer" }),
-            h("span", { class: "th-muted", text: "one line per layer, dark blue = first layer ... gold = last; x = first NaN/Inf" }),
-          ]),
-          chart,
-        ]),
-      );
-      mounts.push((s, err) => this.charts.layerPanel(chart, s, err, LAYER_GRAD, { onset: null, onsetColor: null, syncKey: "run" }));
+    if (f.lead) {
+      const { card, mount } = this.leadCard(f, f.lead);
+      view.appendChild(card);
+      mounts.push(mount);
     }
+    if (f.timeline.length) view.appendChild(timelineCard(f.timeline, f.axis));
 
     view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
     if (f.findings.length === 0) view.appendChild(noFindings(f.has_health_data, last));
@@ -141,6 +136,61 @@ export class RunView {
     });
     return { element: view, mounts };
   }
+
+  /** The chart of the run's worst problem (the server picks the series: lead_chart.py). */
+  private leadCard(f: RunFindings, lead: Lead): { card: HTMLElement; mount: MountCharts } {
+    const scalars = lead.series.filter((s) => !s.startsWith("layer_"));
+    const layered = lead.series.filter((s) => s.startsWith("layer_"));
+    const scalarBox = scalars.length ? h("div", { class: "th-chart" }) : null;
+    const layerBoxes = layered.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
+    const worst = f.findings.find((x) => x.code === lead.code) ?? null;
+    const onset = worst ? (worst.step ?? worst.epoch) : null;
+    const note = layered.length ? "one line per layer, dark blue = first layer ... gold = last; x = first NaN/Inf" : "";
+    const card = h("section", { class: "th-card th-layer-card", testid: "lead-chart", data: { series: lead.series.join(","), code: lead.code ?? "" } }, [
+      h("div", { class: "th-card-head" }, [
+        h("h3", { class: "th-card-title", text: lead.title }),
+        note ? h("span", { class: "th-muted", text: note }) : null,
+      ]),
+      ...layerBoxes.map((b) => b.box),
+      scalarBox,
+    ]);
+    const mount: MountCharts = (s, err) => {
+      for (const { name, box } of layerBoxes)
+        this.charts.layerPanel(box, s, err, name, { onset, onsetColor: null, syncKey: "run", highlight: worst?.evidence.layer ?? null });
+      if (!scalarBox) return;
+      if (!s) {
+        scalarBox.appendChild(h("div", { class: "th-chart-empty", text: "Could not load the series: " + (err ?? "unknown error") }));
+        return;
+      }
+      const lines: Line[] = [];
+      scalars.forEach((name, k) => {
+        const d = s.series[name];
+        if (d) lines.push({ label: name, steps: d.steps, values: d.values, color: scalarColor(k) });
+      });
+      this.charts.panel(scalarBox, { lines, height: 200, onset, syncKey: "run", axis: f.axis });
+    };
+    return { card, mount };
+  }
+}
+
+function timelineCard(entries: TimelineEntry[], axis: string): HTMLElement {
+  const shown = entries.slice(0, TIMELINE_SHOWN);
+  const more = entries.length - shown.length;
+  return h("section", { class: "th-card th-timeline-card", testid: "timeline" }, [
+    h("div", { class: "th-card-head" }, [h("h3", { class: "th-card-title", text: "Timeline" }), h("span", { class: "th-muted", text: "what the callback recorded, by " + axis })]),
+    h(
+      "ol",
+      { class: "th-timeline" },
+      shown.map((e) =>
+        h("li", { data: { kind: e.kind } }, [
+          h("span", { class: "th-timeline-step", text: axis + " " + fmtStep(e.step) }),
+          h("span", { class: "th-timeline-kind", text: e.kind.replace(/_/g, " ") }),
+          h("span", { class: "th-timeline-text", text: e.text }),
+        ]),
+      ),
+    ),
+    more > 0 ? h("div", { class: "th-muted", text: "+" + more + " more" }) : null,
+  ]);
 }
 
 function errorsNotice(errors: string[]): HTMLElement {

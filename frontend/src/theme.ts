@@ -60,3 +60,45 @@ export function depthColors(n: number): string[] {
   }
   return out;
 }
+
+/** TensorBoard's own setting (its page's body.dark-mode), where the iframe can see its parent. */
+function tensorBoardDark(): boolean | null {
+  try {
+    if (window.parent === window) return null;
+    const body = window.parent.document.body;
+    return body ? body.classList.contains("dark-mode") : null;
+  } catch {
+    return null; // another origin: fall back to the system's preference
+  }
+}
+
+function systemDark(): boolean {
+  return typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches;
+}
+
+/** Sets :root's data-theme from TensorBoard's dark mode (else the system's) and keeps it in step;
+ * `onChange` redraws what read colours at draw time (the charts). Returns a stop function. */
+export function followTheme(onChange: () => void): () => void {
+  const apply = (): void => {
+    const dark = tensorBoardDark() ?? systemDark();
+    const theme = dark ? "dark" : "light";
+    if (document.documentElement.dataset["theme"] === theme) return;
+    document.documentElement.dataset["theme"] = theme;
+    onChange();
+  };
+  document.documentElement.dataset["theme"] = (tensorBoardDark() ?? systemDark()) ? "dark" : "light";
+  const media = typeof matchMedia === "function" ? matchMedia("(prefers-color-scheme: dark)") : null;
+  media?.addEventListener("change", apply);
+  let observer: MutationObserver | null = null;
+  try {
+    if (window.parent !== window && window.parent.document.body)
+      observer = new MutationObserver(apply);
+    observer?.observe(window.parent.document.body, { attributes: true, attributeFilter: ["class"] });
+  } catch {
+    observer = null;
+  }
+  return () => {
+    media?.removeEventListener("change", apply);
+    observer?.disconnect();
+  };
+}

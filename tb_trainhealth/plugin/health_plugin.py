@@ -25,8 +25,10 @@ from werkzeug import wrappers
 from tb_trainhealth.contract import series, tags
 from tb_trainhealth.findings import STATUS_ORDER
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.plugin.lead_chart import lead_chart
 from tb_trainhealth.reader import SignalReader
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.timeline import timeline
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +188,8 @@ class HealthPlugin(base_plugin.TBPlugin):
             "layers": [layer.name for layer in diagnosis.signals.layers],
             "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
             "findings": [f.to_dict() for f in diagnosis.findings],
+            "lead": lead_chart(diagnosis.signals, diagnosis.findings),
+            "timeline": [entry.to_dict() for entry in timeline(diagnosis.signals)],
             "events": [event.to_json() for event in diagnosis.signals.events],
             "errors": diagnosis.errors,
         }
