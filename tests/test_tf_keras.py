@@ -4,6 +4,7 @@ runs in its own process (the Keras is chosen before TensorFlow starts; workers a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -17,7 +18,10 @@ from conftest import ROOT, read_logdir, run_python
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
 
-pytest.importorskip("tf_keras")
+# Found, not imported: tf_keras starts TensorFlow, which belongs in the training subprocesses.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="tf-keras not installed")
+# (the message only: importing the write side here would start TensorFlow in the test process)
+PREFLIGHT_KERAS_3_ONLY = "preflight needs a Keras 3 model; it is not available for tf_keras"
 
 SINGLE = os.path.join(ROOT, "tests", "tf_keras_training.py")
 WORKER = os.path.join(ROOT, "tests", "multi_worker_training.py")
@@ -35,6 +39,7 @@ def test_tf_keras_healthy_run_records_every_probe_and_stays_quiet(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "is slow compared to the batch time" not in proc.stderr  # tf_keras' hook timing stays quiet
     reference = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.stderr.count(PREFLIGHT_KERAS_3_ONLY) == 1 and PREFLIGHT_KERAS_3_ONLY in reference["preflight_error"]
     run = read_logdir(str(tmp_path))["run"]
     steps = list(range(1, len(reference["grad_norm"]) + 1))
     np.testing.assert_array_equal(run.get(sig.GRAD_NORM).steps, steps)

@@ -2,7 +2,8 @@
 chosen by `TF_USE_LEGACY_KERAS=1` before TensorFlow starts, so this runs in its own process.
 
 Usage: python tests/tf_keras_training.py LOG_DIR [clean|nan]
-  clean: `model.fit(..., callbacks=[HealthCallback(...)])` on a tf.data pipeline;
+  clean: `model.fit(..., callbacks=[HealthCallback(..., preflight=True)])` on a tf.data
+         pipeline, then `tb_trainhealth.preflight` (Keras 3 only: its error is printed);
   nan:   `tb_trainhealth.fit` on arrays holding one NaN input (row NAN_ROW, step NAN_STEP).
 Prints, as its last line, JSON: the single-device reference's per-step gradient norm and loss
 (clean; empty for nan).
@@ -73,8 +74,13 @@ def main(log_dir: str, mode: str = "clean") -> None:
         result: dict = {}
     else:
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH).prefetch(tf.data.AUTOTUNE)
-        net.fit(dataset, epochs=1, verbose=0, callbacks=[HealthCallback(log_dir, verbose=False)])
+        # preflight=True: not available on tf_keras, said once, the rest goes on
+        net.fit(dataset, epochs=1, verbose=0, callbacks=[HealthCallback(log_dir, verbose=False, preflight=True)])
         result = reference(weights, x, y)
+        try:
+            tb_trainhealth.preflight(net, x, y)
+        except TypeError as err:
+            result["preflight_error"] = str(err)
     print(json.dumps(result))
 
 

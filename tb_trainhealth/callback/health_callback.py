@@ -28,6 +28,7 @@ from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
 from tb_trainhealth.callback.multi_worker import worker_role
 from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
+from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
@@ -237,7 +238,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
-        if self.preflight:
+        if self.preflight and legacy:
+            _notice_once(PREFLIGHT_KERAS_3_ONLY + " The other checks are on.")
+        elif self.preflight:
             self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
         self._last_read, self._no_rows_yet, self._calls_since_read = time.perf_counter(), True, 0
         self._calls_before_first_read = TF_KERAS_TIMED_CALLS if legacy else 0
@@ -253,7 +256,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
                 self.live.verbose = False  # the chief prints the same findings
             if role is not None and self.live.stop_on is not None:
                 self.live.stop_on = None
-                print(NOTICE_STOP_ON_MULTI_WORKER, file=sys.stderr)
+                _notice_once(NOTICE_STOP_ON_MULTI_WORKER)
             self._rows = RowRecorder(self._recording)
         return self._recording
 
@@ -417,6 +420,17 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def _write_events(self) -> None:
         if self._recording is not None:
             self._recording.write_events(self._step)
+
+
+_NOTICES_GIVEN: set[str] = set()
+
+
+def _notice_once(notice: str) -> None:
+    """A feature that cannot work in this setting: one warning per process (on stderr when the
+    user has configured no logging)."""
+    if notice not in _NOTICES_GIVEN:
+        _NOTICES_GIVEN.add(notice)
+        logger.warning(notice)
 
 
 def _quietly(function: Callable[[], Any]) -> Any:
