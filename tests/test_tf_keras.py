@@ -108,6 +108,7 @@ def test_multi_worker_chief_writes_one_run_with_the_all_reduced_gradients(tmp_pa
     assert len([f for f in os.listdir(tmp_path / "run") if "tfevents" in f]) == 1  # the chief's only
     run = read_logdir(str(tmp_path))["run"]
     steps = list(range(1, len(reference["grad_norm"]) + 1))
+    assert run.info.replicas_per_worker == 1
     np.testing.assert_array_equal(run.get(sig.GRAD_NORM).steps, steps)  # one row per step, not per worker
     np.testing.assert_allclose(run.get(sig.GRAD_NORM).values, reference["grad_norm"], rtol=1e-5)
     np.testing.assert_allclose(run.get(sig.LOSS).values, reference["loss"], rtol=1e-5)
@@ -123,6 +124,7 @@ def test_multi_worker_nan_on_one_workers_data_is_attributed_to_that_worker(tmp_p
     assert first.step == 3 and first.replicas == (1,)
     (finding,) = [f for f in findings(str(tmp_path))["run"] if f["code"] == "nonfinite"]
     assert finding["step"] == 3 and "only replica(s) 1" in finding["detail"]
+    assert run.info.replicas_per_worker == 1 and "on worker(s) 1" in finding["detail"]
 
 
 def test_multi_worker_crash_is_recorded_by_the_worker_that_crashed(tmp_path):

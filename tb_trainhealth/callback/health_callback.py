@@ -25,7 +25,7 @@ from tb_trainhealth.callback.fit_checks import FitChecks
 from tb_trainhealth.callback.input_probe import InputProbe, TfKerasInputProbe
 from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
-from tb_trainhealth.callback.multi_worker import worker_role
+from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_role
 from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
@@ -280,6 +280,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             callbacks=fit_context.describe_callbacks(self._fit_callbacks),
             watchdog=self.guard.enabled("watchdog"),
             stall_after=self._watch.stall_after,
+            replicas_per_worker=replicas_per_worker(model),
         )
 
     @guarded("gradients")

@@ -37,3 +37,12 @@ def worker_role(model: Any) -> WorkerRole | None:
         return None
     chief = bool(getattr(strategy.extended, "should_save_summary", True))
     return WorkerRole(str(resolver.task_type), int(resolver.task_id or 0), chief)
+
+
+def replicas_per_worker(model: Any) -> int | None:
+    """Replicas on each worker under a multi-worker strategy (None otherwise): replica r of the
+    sync group trains on worker r // replicas_per_worker (TensorFlow numbers them worker by worker)."""
+    if worker_role(model) is None:
+        return None
+    devices = getattr(model.distribute_strategy.extended, "worker_devices", ()) or ()
+    return max(len(devices), 1)
