@@ -63,6 +63,31 @@ def test_tf_keras_nan_is_found_and_traced_to_the_input(tmp_path):
     assert finding["severity"] == "critical" and finding["step"] == 3
 
 
+@pytest.mark.parametrize("mode", ["clean", "nan_on_replica_1"])
+def test_tf_keras_mirrored_strategy_records_the_all_reduced_gradients(tmp_path, mode):
+    """tests/distributed_training.py (2 logical CPUs) on tf_keras: the norms of the gradients
+    applied, one row per step, and a NaN named by the replica it came in on."""
+    script = os.path.join(ROOT, "tests", "distributed_training.py")
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1"}
+    proc = subprocess.run(
+        [sys.executable, script, str(tmp_path / "run"), mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reference = json.loads(proc.stdout.strip().splitlines()[-1])
+    run = read_logdir(str(tmp_path))["run"]
+    norms = run.get(sig.GRAD_NORM)
+    assert list(norms.steps) == list(range(1, len(reference["grad_norm"]) + 1))
+    np.testing.assert_allclose(norms.values, reference["grad_norm"], rtol=1e-5)  # (NaN where both are NaN)
+    if mode == "nan_on_replica_1":
+        (first,) = [e for e in run.events if e.kind == "nonfinite" and e.where == "gradients"]
+        assert first.step == 3 and first.replicas == (1,) and run.info.replicas_per_worker is None
+
+
 def _free_ports(count: int) -> list[int]:
     sockets = [socket.socket() for _ in range(count)]
     try:
