@@ -162,3 +162,22 @@ def test_multi_worker_crash_is_recorded_by_the_worker_that_crashed(tmp_path):
     assert [f["code"] for f in by_run["run/worker_1"]] == ["training_crash"]
     if chief.returncode != 0:  # the chief's collective is aborted once the peer is gone
         assert any(f["code"] == "training_crash" for f in by_run["run"])
+
+
+def test_keras_3_models_never_import_tf_keras_and_callbacks_speak_both_protocols(tmp_path):
+    """In this process (Keras 3): which Keras a model belongs to is read from its class, and the
+    callbacks answer tf_keras' CallbackList questions the way its own Callback base would."""
+    import keras
+
+    from tb_trainhealth.callback.health_callback import HealthCallback
+    from tb_trainhealth.callback.keras_flavor import is_tf_keras, keras_of
+    from tb_trainhealth.callback.training import _EpochTracker
+
+    imported_before = "tf_keras" in sys.modules
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert not is_tf_keras(model) and keras_of(model) is keras
+    health = HealthCallback(str(tmp_path / "run"))
+    assert health._implements_train_batch_hooks() and health._implements_test_batch_hooks()
+    assert not health._implements_predict_batch_hooks() and health._supports_tf_logs
+    assert not _EpochTracker(0)._implements_train_batch_hooks()
+    assert imported_before or "tf_keras" not in sys.modules

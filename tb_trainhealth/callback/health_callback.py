@@ -77,6 +77,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     # then: tensorboard --logdir logs   (Health tab)   or   tb-trainhealth diagnose logs
     ```
 
+    Works with Keras 3 and with legacy Keras 2 (`tf_keras`, `TF_USE_LEGACY_KERAS=1`): which one
+    is read from the model's class (`keras_flavor`), and this object answers either Keras'
+    callback protocol. Under tf_keras' MultiWorkerMirroredStrategy only the chief writes the run
+    (`multi_worker`).
+
     Args:
         log_dir: run directory for the event files (any `tf.io.gfile` path, e.g. gs://).
             Use the same `log_dir` as `keras.callbacks.TensorBoard`: it writes to
