@@ -5,7 +5,7 @@ Each worker reads its own data (`distribute_datasets_from_function`), so which w
 which rows is known exactly; the chief also computes the single-device reference of the same
 steps (both workers' halves of each global batch, the same initial weights).
 
-Usage: python tests/multi_worker_training.py LOG_DIR TASK_INDEX PORT0 PORT1 [clean|nan_on_worker_1|crash_on_worker_1]
+Usage: python tests/multi_worker_training.py LOG_DIR TASK_INDEX PORT0 PORT1 [clean|nan_on_worker_1|crash_on_worker_1|stall_on_worker_1]
 The chief prints, as its last line, JSON: the reference's per-step global gradient norm and loss.
 """
 
@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 GLOBAL_BATCH, STEPS, NAN_STEP = 16, 6, 3
+STALL_SECONDS, STALL_AFTER = 8.0, 2.0
 
 
 def configure(task: int, ports: list[str]) -> None:
@@ -56,7 +58,21 @@ def main(log_dir: str, task: str, port0: str, port1: str, mode: str = "clean") -
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(context.get_per_replica_batch_size(GLOBAL_BATCH))
         if mode == "crash_on_worker_1" and worker == 1:  # a broken record in its third batch
             data = data.enumerate().map(broken_after(NAN_STEP - 1))
+        if mode == "stall_on_worker_1" and worker == 1:  # its third batch takes STALL_SECONDS to read
+            data = data.enumerate().map(slow_at(NAN_STEP - 1))
         return data
+
+    def slow_at(batch: int):
+        def sleep(index):
+            if int(index) == batch:
+                time.sleep(STALL_SECONDS)
+            return index
+
+        def read(index, batch_data):
+            with tf.control_dependencies([tf.py_function(sleep, [index], tf.int64)]):
+                return tf.nest.map_structure(tf.identity, batch_data)
+
+        return read
 
     def broken_after(batches: int):
         def check(index, batch):
@@ -78,7 +94,9 @@ def main(log_dir: str, task: str, port0: str, port1: str, mode: str = "clean") -
         net.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     weights = net.get_weights()
     data = strategy.distribute_datasets_from_function(dataset_fn)
-    net.fit(data, epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[HealthCallback(log_dir, verbose=False)])
+    stall_after = STALL_AFTER if mode == "stall_on_worker_1" else None
+    health = HealthCallback(log_dir, verbose=False, stall_after=stall_after)
+    net.fit(data, epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[health])
     if worker == 0:
         other_x, other_y = worker_data(1, mode)
         print(json.dumps(reference(model(), weights, (x, y), (other_x, other_y), half)))

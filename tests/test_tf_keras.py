@@ -181,3 +181,15 @@ def test_keras_3_models_never_import_tf_keras_and_callbacks_speak_both_protocols
     assert not health._implements_predict_batch_hooks() and health._supports_tf_logs
     assert not _EpochTracker(0)._implements_train_batch_hooks()
     assert imported_before or "tf_keras" not in sys.modules
+
+
+def test_multi_worker_hang_on_one_worker_is_recorded_by_that_worker(tmp_path):
+    """Worker 1 waits 8 s for its third batch: it records where (its input) in its own run; the
+    chief, held in the all-reduce meanwhile, records its own stall in the run."""
+    chief, other = multi_worker_run(str(tmp_path / "run"), "stall_on_worker_1")
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-2000:] + other.stderr[-2000:]
+    runs = read_logdir(str(tmp_path))
+    (stall,) = [e for e in runs["run/worker_1"].events if e.kind == "stall"]
+    assert stall.step == 2 and stall.phase == "input"
+    assert any(e.kind == "stall" for e in runs["run"].events)
+    assert runs["run"].get(sig.GRAD_NORM) is not None and len(runs["run"].get(sig.GRAD_NORM)) == 6

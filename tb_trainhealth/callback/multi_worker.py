@@ -5,8 +5,8 @@ same instrumented step (its all-reduce is a collective: a worker without it woul
 others). The all-reduced gradients, hence the norms, are the same on every worker, so only
 the chief writes the run (`strategy.extended.should_save_summary`, as Keras' own TensorBoard
 callback decides): one run in the log dir. The other workers keep their records in memory,
-and write a run of their own, `<log_dir>/worker_<index>`, only when their training crashes
-(the chief's run does not see another worker's exception).
+and write a run of their own, `<log_dir>/worker_<index>`, only when their training crashes or
+stalls (the chief's run does not see another worker's exception, nor where it hangs).
 """
 
 from __future__ import annotations

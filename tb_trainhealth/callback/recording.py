@@ -170,7 +170,10 @@ class Recording:
 
     def write_now(self, event: Event) -> None:
         """One event written and flushed at once, from any thread (the stall watchdog's: the
-        training thread that would write `pending` is the one that hangs)."""
+        training thread that would write `pending` is the one that hangs). Records kept in
+        memory only go to disk from here on: a worker other than the chief that hangs says
+        where, in its own run."""
+        self.keep_on_disk()
         self._add_to_memory(event)
         with self._events_lock:
             self._write_record(event.step, [event])
