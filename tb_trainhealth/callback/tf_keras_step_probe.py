@@ -95,12 +95,15 @@ class TfKerasStepProbe(StepProbe):
         object.__setattr__(optimizer, "apply_gradients", apply_gradients)
 
     def _wrap_all_reduce(self) -> None:
-        original_aggregate = self._updater.aggregate_gradients
+        updater = self._updater
+        if not hasattr(updater, self.ALL_REDUCE_HOOK):  # tf.keras.optimizers.legacy.* (OptimizerV2)
+            self.ALL_REDUCE_HOOK = "_aggregate_gradients"
+        original_aggregate = getattr(updater, self.ALL_REDUCE_HOOK)
 
         def aggregate_gradients(grads_and_vars):
             return self._all_reduce(original_aggregate, list(grads_and_vars))
 
-        object.__setattr__(self._updater, "aggregate_gradients", aggregate_gradients)
+        object.__setattr__(updater, self.ALL_REDUCE_HOOK, aggregate_gradients)
 
     def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
         replica = _replica_id()
