@@ -189,7 +189,7 @@ def test_multi_worker_hang_on_one_worker_is_recorded_by_that_worker(tmp_path):
     chief, other = multi_worker_run(str(tmp_path / "run"), "stall_on_worker_1")
     assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-2000:] + other.stderr[-2000:]
     runs = read_logdir(str(tmp_path))
-    (stall,) = [e for e in runs["run/worker_1"].events if e.kind == "stall"]
-    assert stall.step == 2 and stall.phase == "input"
+    stalls = [e for e in runs["run/worker_1"].events if e.kind == "stall"]
+    assert any(stall.step == 2 and stall.phase == "input" for stall in stalls), stalls
     assert any(e.kind == "stall" for e in runs["run"].events)
     assert runs["run"].get(sig.GRAD_NORM) is not None and len(runs["run"].get(sig.GRAD_NORM)) == 6
