@@ -7,9 +7,9 @@ for reference. Each fit's first epoch (tracing) is dropped; the time per step is
 of the other epochs over their steps, so costs paid only now and then (the activation
 probe, a diagnosis, a read-back) count at their real rate. Each round gives a ratio
 (config / no callback, adjacent in time); we print the median ratio over rounds and
-its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored] [--mlp]
+its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored] [--mlp] [--tf-keras]
 (--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs;
---mlp: a tiny MLP with ~1 ms steps instead of the small CNN).
+--mlp: a tiny MLP with ~1 ms steps instead of the small CNN; --tf-keras: legacy Keras 2).
 
 `--fixed` measures the other cost, the one paid once per `fit` (tracing, set-up): a short
 fit (one epoch) timed whole, for a fresh model per fit and for a model that has fitted
@@ -28,9 +28,18 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import keras
+# --tf-keras: the same benchmark on legacy Keras 2 (tf_keras), chosen before TensorFlow starts.
+TF_KERAS = "--tf-keras" in sys.argv
+if TF_KERAS:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
 import numpy as np
 import tensorflow as tf
+
+if TF_KERAS:
+    import tf_keras as keras
+else:
+    import keras
 
 from tb_trainhealth import HealthCallback
 
@@ -114,7 +123,10 @@ def fixed_costs(args, strategy, x, y, root: str) -> None:
                 model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=make(f"{round_index}-{kind[:5]}"))
                 seconds.setdefault((name, kind), []).append(time.perf_counter() - start)
     steps = SAMPLES // BATCH
-    print(f"{'tiny MLP' if args.mlp else 'small CNN'}: one epoch of {steps} steps per fit, {args.rounds} rounds")
+    keras_name = "tf_keras" if args.tf_keras else "Keras 3"
+    print(
+        f"{'tiny MLP' if args.mlp else 'small CNN'} ({keras_name}): one epoch of {steps} steps per fit, {args.rounds} rounds"
+    )
     for kind in ("fresh model", "model fitted before"):
         base = np.array(seconds[("no callback", kind)])
         print(f"  {kind}: no callback {np.median(base) * 1000:.0f} ms per fit")
@@ -132,6 +144,7 @@ def main() -> int:
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
     parser.add_argument("--mlp", action="store_true", help="a tiny MLP (~1 ms steps) instead of the small CNN")
     parser.add_argument("--fixed", action="store_true", help="the cost per fit (tracing, set-up) instead of per step")
+    parser.add_argument("--tf-keras", action="store_true", help="legacy Keras 2 (tf_keras) instead of Keras 3")
     args = parser.parse_args()
     strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
@@ -162,7 +175,8 @@ def main() -> int:
             model.fit(x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=callbacks)
             per_step[name].append(float(np.sum(timer.seconds[1:])) / (args.epochs * (SAMPLES // BATCH)) * 1000)
     base = np.array(per_step["no callback"])
-    mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
+    flags = (("tf_keras", args.tf_keras), ("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored))
+    mode = " ".join(m for m, on in flags if on)
     print(
         f"{'tiny MLP' if args.mlp else 'small CNN'} {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
     )

@@ -3,6 +3,7 @@ reference on the same data and initial weights (for tests: logical devices must 
 before TensorFlow starts, so this runs in its own process).
 
 Usage: python tests/distributed_training.py LOG_DIR [clean|nan_on_replica_1]
+(with TF_USE_LEGACY_KERAS=1 in the environment: on tf_keras)
 Prints, as its last line, JSON: the reference's per-step global gradient norm and loss.
 """
 
@@ -20,7 +21,10 @@ import tensorflow as tf
 _cpus = tf.config.list_physical_devices("CPU")
 tf.config.set_logical_device_configuration(_cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
-import keras
+if os.environ.get("TF_USE_LEGACY_KERAS") == "1":  # the same run on tf_keras (tests/test_tf_keras.py)
+    import tf_keras as keras
+else:
+    import keras
 import numpy as np
 
 from tb_trainhealth import HealthCallback
@@ -57,7 +61,7 @@ def reference(weights: list, x: np.ndarray, y: np.ndarray) -> dict[str, list[flo
         grads = tape.gradient(loss, net.trainable_variables)
         norms.append(float(tf.linalg.global_norm(grads)))
         losses.append(float(loss))
-        optimizer.apply(grads, net.trainable_variables)
+        optimizer.apply_gradients(zip(grads, net.trainable_variables))
     return {"grad_norm": norms, "loss": losses}
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tb_trainhealth.callback.keras_flavor import keras_of
 from tb_trainhealth.callback.submodel import call_submodel
 from tb_trainhealth.callback.time_budget import TimeBudget
 
@@ -41,7 +42,7 @@ _KINDS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh"}
 
 
 def _activation_kind(layer: keras.layers.Layer) -> str | None:
-    if isinstance(layer, keras.layers.ReLU):
+    if isinstance(layer, keras_of(layer).layers.ReLU):
         return "relu"
     function = getattr(layer, "activation", None)
     name = getattr(function, "__name__", None)
@@ -75,7 +76,7 @@ class ActivationProbe:
         if self.layers and getattr(model, "inputs", None):
             # Called eagerly: a few calls per fit cost less than tracing a graph for each fit's
             # probe (and a tf.function per fit draws TensorFlow's "retracing" warning).
-            self._taps = keras.Model(model.inputs, [layer.output for layer, _ in self.layers])
+            self._taps = keras_of(model).Model(model.inputs, [layer.output for layer, _ in self.layers])
 
     @property
     def available(self) -> bool:

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tb_trainhealth.callback.keras_flavor import keras_of
 from tb_trainhealth.callback.model_lint import loss_of, output_activation
 from tb_trainhealth.callback.submodel import call_submodel
 from tb_trainhealth.contract.events import LintEvent
@@ -97,7 +98,7 @@ def _is_integral(values: np.ndarray) -> bool:
 def ignore_class_of(model: keras.Model) -> int | None:
     """The label a sparse cross-entropy skips (`ignore_class=`, e.g. 255 for unlabelled pixels)."""
     loss = getattr(model, "loss", None)
-    value = loss.get_config().get("ignore_class") if isinstance(loss, keras.losses.Loss) else None
+    value = loss.get_config().get("ignore_class") if isinstance(loss, keras_of(model).losses.Loss) else None
     return value if isinstance(value, int) else None
 
 
@@ -175,7 +176,7 @@ def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
     if model.name in _CAFFE_MODE_APPLICATIONS:
         return None
     for layer in layers:
-        if isinstance(layer, keras.Model) or type(layer).__name__ in _SELF_SCALING:
+        if isinstance(layer, keras_of(model).Model) or type(layer).__name__ in _SELF_SCALING:
             return None
         if layer.trainable_weights:
             break
@@ -186,7 +187,7 @@ def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
     if layer.input is model.inputs[0]:
         return _as_array(inputs)
     try:  # a shared layer has no single input; a foreign graph may not rebuild
-        return _as_array(call_submodel(keras.Model(model.inputs, layer.input), inputs))
+        return _as_array(call_submodel(keras_of(model).Model(model.inputs, layer.input), inputs))
     except Exception:
         return None
 

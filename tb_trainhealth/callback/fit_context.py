@@ -51,7 +51,8 @@ def optimizer_settings(optimizer: Any) -> tuple[float | None, bool]:
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     clips = any(getattr(inner, name, None) is not None for name in ("clipnorm", "global_clipnorm", "clipvalue"))
     try:
-        rate = float(np.asarray(inner.learning_rate))
+        rate = inner.learning_rate
+        rate = float(np.asarray(rate.numpy() if hasattr(rate, "numpy") else rate))  # (a tf_keras mirrored variable)
     except (TypeError, ValueError, AttributeError):
         rate = None
     return rate, clips

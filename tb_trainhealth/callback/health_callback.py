@@ -22,16 +22,20 @@ import tensorflow as tf
 
 from tb_trainhealth.callback import crash_guard, fit_context
 from tb_trainhealth.callback.fit_checks import FitChecks
-from tb_trainhealth.callback.input_probe import InputProbe
+from tb_trainhealth.callback.input_probe import InputProbe, TfKerasInputProbe
+from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
+from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_role
 from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
+from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
+from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
@@ -45,9 +49,16 @@ logger = logging.getLogger(__name__)
 # lags by about a second.
 READ_SECONDS = 1.0
 MAX_UNREAD = 128
+# tf_keras times the batch hooks of a fit's first 6 batches and warns when they take longer
+# than the batches: there the first read-back (its tracing) waits for that window to close.
+TF_KERAS_TIMED_CALLS = 7
+NOTICE_STOP_ON_MULTI_WORKER = (
+    "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
+    "the same step); findings are still recorded."
+)
 
 
-class HealthCallback(keras.callbacks.Callback):
+class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     """Records health signals of the real training step and diagnoses them as training runs.
 
     Per step: batch loss, learning rate, global and per-layer gradient norms (from the
@@ -65,6 +76,11 @@ class HealthCallback(keras.callbacks.Callback):
     model.fit(x, y, epochs=10, callbacks=[HealthCallback(log_dir="logs/run1")])
     # then: tensorboard --logdir logs   (Health tab)   or   tb-trainhealth diagnose logs
     ```
+
+    Works with Keras 3 and with legacy Keras 2 (`tf_keras`, `TF_USE_LEGACY_KERAS=1`): which one
+    is read from the model's class (`keras_flavor`), and this object answers either Keras'
+    callback protocol. Under tf_keras' MultiWorkerMirroredStrategy only the chief writes the run
+    (`multi_worker`).
 
     Args:
         log_dir: run directory for the event files (any `tf.io.gfile` path, e.g. gs://).
@@ -122,6 +138,7 @@ class HealthCallback(keras.callbacks.Callback):
         self._calls_since_read = 0
         self._last_read = 0.0  # perf_counter() of the last read-back
         self._no_rows_yet = True  # in this fit
+        self._calls_before_first_read = 0  # (TF_KERAS_TIMED_CALLS on tf_keras)
         self._crashed = False
         self._retrying = False
         self._said_lost_rows = False
@@ -208,16 +225,17 @@ class HealthCallback(keras.callbacks.Callback):
         model = self.model
         recording = self._recording_started()
         recording.open()  # the previous fit's file goes on if it ended just now
-        steps_per_call = int(getattr(model, "steps_per_execution", 1) or 1)
+        steps_per_call = steps_per_execution(model)
         self._clock = StepClock(steps_per_call, self.guard.enabled("memory"), lambda e: self.guard.disable("memory", e))
-        self._input = InputProbe(steps_per_call if self.measure_input else 0)
+        legacy = is_tf_keras(model)
+        self._input = (TfKerasInputProbe if legacy else InputProbe)(steps_per_call if self.measure_input else 0)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit. After an OOM retry, the failed
         # attempt may have advanced `iterations` without completing a step: go on from ours.
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
         self._base_step = self._step if self._retrying else max(iterations, self._step)
         self._step, self._retrying, self._crashed = self._base_step, False, False
-        self._install_probe(steps_per_call)
+        self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
         adapter = _quietly(training_data_adapter)
         self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
@@ -225,14 +243,25 @@ class HealthCallback(keras.callbacks.Callback):
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
-        if self.preflight:
+        if self.preflight and legacy:
+            _notice_once(PREFLIGHT_KERAS_3_ONLY + " The other checks are on.")
+        elif self.preflight:
             self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
         self._last_read, self._no_rows_yet, self._calls_since_read = time.perf_counter(), True, 0
+        self._calls_before_first_read = TF_KERAS_TIMED_CALLS if legacy else 0
         atexit.register(self._finish)
 
     def _recording_started(self) -> Recording:
         if self._recording is None:
-            self._recording = Recording(self.log_dir)
+            role = worker_role(self.model) if self.model is not None else None
+            if role is None or role.chief:
+                self._recording = Recording(self.log_dir)
+            else:  # (see `multi_worker`: the chief writes the run; this worker only its crash)
+                self._recording = Recording(role.own_log_dir(self.log_dir), on_disk=False)
+                self.live.verbose = False  # the chief prints the same findings
+            if role is not None and self.live.stop_on is not None:
+                self.live.stop_on = None
+                _notice_once(NOTICE_STOP_ON_MULTI_WORKER)
             self._rows = RowRecorder(self._recording)
         return self._recording
 
@@ -256,11 +285,12 @@ class HealthCallback(keras.callbacks.Callback):
             callbacks=fit_context.describe_callbacks(self._fit_callbacks),
             watchdog=self.guard.enabled("watchdog"),
             stall_after=self._watch.stall_after,
+            replicas_per_worker=replicas_per_worker(model),
         )
 
     @guarded("gradients")
-    def _install_probe(self, steps_per_call: int) -> None:
-        self._probe = StepProbe.attach(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
+    def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
+        self._probe = probe_class.attach(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
 
     @guarded("crashes")
     def _wrap_step_functions(self) -> None:
@@ -276,6 +306,7 @@ class HealthCallback(keras.callbacks.Callback):
             return
         self._crashed = True
         try:
+            recording.keep_on_disk()  # (a worker other than the chief records its own crash)
             self._drain()
             recording.event(crash_guard.crash_event(error, self._step + 1, self._epoch, phase))
             self._finish()  # diagnose, write, flush, and give the model back its own step
@@ -332,8 +363,11 @@ class HealthCallback(keras.callbacks.Callback):
     def _read_due(self) -> bool:
         """Rows are due (see READ_SECONDS); or the first NaN was just replayed: its finding
         (and `stop_on`) must not wait; or none were read in this fit yet: the first rows trace
-        the row writer (~0.3 s), best paid along with the first step's own tracing."""
+        the row writer (~0.3 s), best paid along with the first step's own tracing (on tf_keras
+        after its hook timing: TF_KERAS_TIMED_CALLS)."""
         unread = self._calls_since_read * self._clock.steps_per_call
+        if self._no_rows_yet and self._calls_since_read < self._calls_before_first_read:
+            return unread >= MAX_UNREAD or (self._probe is not None and bool(self._probe.nan_origins))
         urgent = self._probe is not None and (self._no_rows_yet or bool(self._probe.nan_origins))
         return urgent or unread >= MAX_UNREAD or time.perf_counter() - self._last_read >= READ_SECONDS
 
@@ -392,6 +426,17 @@ class HealthCallback(keras.callbacks.Callback):
     def _write_events(self) -> None:
         if self._recording is not None:
             self._recording.write_events(self._step)
+
+
+_NOTICES_GIVEN: set[str] = set()
+
+
+def _notice_once(notice: str) -> None:
+    """A feature that cannot work in this setting: one warning per process (on stderr when the
+    user has configured no logging)."""
+    if notice not in _NOTICES_GIVEN:
+        _NOTICES_GIVEN.add(notice)
+        logger.warning(notice)
 
 
 def _quietly(function: Callable[[], Any]) -> Any:

@@ -66,3 +66,24 @@ class InputProbe:
     def take_waits(self) -> list[float]:
         waits, self.waits_ms = self.waits_ms, []
         return waits
+
+
+class TfKerasInputProbe(InputProbe):
+    """The same measurement on tf_keras, whose compiled train function takes only an iterator
+    (a Python iterator would be traced as a constant, once per call). The batch is fetched and
+    timed on the host as above, then run through a one-step function compiled once per train
+    function: tf_keras' own step body (`python_function`) fed an iterator over that one batch,
+    the fetch `next(iterator)` it traces being just the argument."""
+
+    def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
+        if not self.enabled or not isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            return train_function(iterator)
+        batches = TimedBatches(iterator, self.waits_ms, self.inspect)
+        python_function = getattr(train_function, "python_function", None)
+        if python_function is None:  # run_eagerly: the body calls next() on the host itself
+            return train_function(batches)
+        one_step = getattr(train_function, "_trainhealth_one_step", None)
+        if one_step is None:
+            one_step = tf.function(lambda batch: python_function(iter((batch,))), reduce_retracing=True)
+            train_function._trainhealth_one_step = one_step
+        return one_step(next(batches))

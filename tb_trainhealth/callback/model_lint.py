@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import keras
 
+from tb_trainhealth.callback.keras_flavor import keras_of
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck, LossKind
 
@@ -19,7 +20,7 @@ def loss_of(model: keras.Model) -> tuple[LossKind | None, bool | None]:
     if isinstance(loss, str):
         kind = LossKind.named(loss)
         return (kind, False if kind.is_probabilistic else None) if kind is not None else (None, None)
-    if isinstance(loss, keras.losses.Loss):
+    if isinstance(loss, keras_of(model).losses.Loss):
         kind = LossKind.of_class(type(loss).__name__)
         if kind is None or not kind.is_probabilistic:
             return kind, None
@@ -27,16 +28,22 @@ def loss_of(model: keras.Model) -> tuple[LossKind | None, bool | None]:
     return None, None
 
 
+def _layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The model's layers but its input layers (of the Keras the model belongs to)."""
+    input_layer = keras_of(model).layers.InputLayer
+    return [layer for layer in getattr(model, "layers", []) if not isinstance(layer, input_layer)]
+
+
 def output_activation(model: keras.Model) -> tuple[str | None, str | None, int | None]:
     """(activation name, layer name, units) of the model's last layer, when it is knowable."""
-    layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
+    layers = _layers(model)
     if not layers:
         return None, None, None
     last = layers[-1]
     units = getattr(last, "units", None)
-    if isinstance(last, keras.layers.Softmax):
+    if isinstance(last, keras_of(model).layers.Softmax):
         activation = "softmax"
-    elif isinstance(last, keras.layers.Activation) or hasattr(last, "activation"):
+    elif isinstance(last, keras_of(model).layers.Activation) or hasattr(last, "activation"):
         function = getattr(last, "activation", None)
         activation = getattr(function, "__name__", None) if function is not None else "linear"
     else:
@@ -55,11 +62,12 @@ MAX_DROPOUT_RATE = 0.5
 
 def lint_layers(model: keras.Model) -> list[LintEvent]:
     """Well-known layer settings that slow or spoil training (reported as info)."""
-    layers = [layer for layer in getattr(model, "layers", []) if not isinstance(layer, keras.layers.InputLayer)]
+    layers = _layers(model)
+    dropout = keras_of(model).layers.Dropout
     events = []
     for index, layer in enumerate(layers):
         rate = getattr(layer, "rate", None)
-        if not isinstance(layer, keras.layers.Dropout) or not isinstance(rate, (int, float)):
+        if not isinstance(layer, dropout) or not isinstance(rate, (int, float)):
             continue
         if index == len(layers) - 1:
             events.append(LintEvent(0, LintCheck.DROPOUT_AFTER_OUTPUT, layer=layer.name, rate=float(rate)))

@@ -19,6 +19,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tb_trainhealth.callback.keras_flavor import is_tf_keras, keras_of, tensor_of
+
 MAX_MESSAGE_CHARS = 600
 _OP_TYPE = re.compile(r'op "([A-Za-z0-9_]+)"')
 
@@ -62,13 +64,14 @@ def _op_of(compute) -> tuple[str | None, str]:
 
 
 def _forward_layers(model: keras.Model) -> list[keras.layers.Layer]:
-    return [layer for layer in model.layers if not isinstance(layer, keras.layers.InputLayer)]
+    return [layer for layer in model.layers if not isinstance(layer, keras_of(model).layers.InputLayer)]
 
 
 def _first_bad_layer(model: keras.Model, x: Any) -> dict[str, Any] | None:
     """The first layer whose forward output is non-finite, with the op inside it."""
     layers = _forward_layers(model)
-    if isinstance(model, keras.Sequential):
+    flavor = keras_of(model)
+    if isinstance(model, flavor.Sequential):
         hidden = x
         for layer in layers:
             inputs = hidden
@@ -79,10 +82,10 @@ def _first_bad_layer(model: keras.Model, x: Any) -> dict[str, Any] | None:
         return None
     if not getattr(model, "inputs", None):  # subclassed: no layer graph to walk
         return None
-    outputs = keras.Model(model.inputs, [layer.output for layer in layers])(x, training=True)
+    outputs = flavor.Model(model.inputs, [layer.output for layer in layers])(x, training=True)
     for layer, output in zip(layers, outputs):
         if _nonfinite_count(output):
-            upto = keras.Model(model.inputs, layer.output)
+            upto = flavor.Model(model.inputs, layer.output)
             op, message = _op_of(lambda upto=upto: upto(x, training=True))
             return {"layer": layer.name, "op": op, "message": message}
     return None
@@ -94,7 +97,7 @@ def localize(model: keras.Model, data: Any) -> dict[str, Any]:
     The replay runs in training mode, as the step did (BatchNormalization normalises with
     the batch's statistics); the state that mode updates (moving statistics, dropout seeds)
     is put back afterwards, so the replay leaves no trace on the model."""
-    state = [(v, tf.identity(v.value)) for v in model.non_trainable_variables]
+    state = [(v, tf.identity(tensor_of(v))) for v in model.non_trainable_variables]
     try:
         return _localize(model, data)
     finally:
@@ -105,13 +108,15 @@ def localize(model: keras.Model, data: Any) -> dict[str, Any]:
 def _nonfinite_weights(model: keras.Model) -> list[str]:
     """Layers holding a non-finite trainable weight."""
     return [
-        layer.name for layer in _forward_layers(model) if _nonfinite_count([w.value for w in layer.trainable_weights])
+        layer.name
+        for layer in _forward_layers(model)
+        if _nonfinite_count([tensor_of(w) for w in layer.trainable_weights])
     ]
 
 
 def batch_origin(model: keras.Model, data: Any) -> dict[str, Any] | None:
     """NaN/Inf in the batch itself (inputs, then labels), with the first position; else None."""
-    x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+    x, y, _ = keras_of(model).utils.unpack_x_y_sample_weight(data)
     for where, value in (("input", x), ("labels", y)):
         count = _nonfinite_count(value)
         if count:
@@ -126,13 +131,15 @@ def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
     layers = _nonfinite_weights(model)
     if layers:
         return {"where": "weights", "layers": layers}
-    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    x, y, sample_weight = keras_of(model).utils.unpack_x_y_sample_weight(data)
     layer = _first_bad_layer(model, x)
     if layer is not None:
         return {"where": "forward", **layer}
 
     def loss():
         y_pred = model(x, training=True)
+        if is_tf_keras(model):  # (no `training` argument there)
+            return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
         return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
 
     if _nonfinite_count(loss()):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from tb_trainhealth.callback.nan_origin import batch_origin, finite_scalar, is_plain_batch, localize
+from tb_trainhealth.callback.probe_variable import probe_variable
 
 if TYPE_CHECKING:
     import keras
@@ -59,9 +60,8 @@ class NanReplay:
         self.data: Any = None  # the step's batch, set by the owner's train_step wrapper (same trace)
         self.origins: list[dict[str, Any]] = []  # each with the "row" (of this fit) it was found at
         self._first_row = 0  # the row count when this fit began
-        with tf.init_scope():
-            self.localized = tf.Variable(False, trainable=False, name="trainhealth_nan_localized")
-            self.batch_checked = tf.Variable(False, trainable=False, name="trainhealth_batch_checked")
+        self.localized = probe_variable(False, "trainhealth_nan_localized")
+        self.batch_checked = probe_variable(False, "trainhealth_batch_checked")
 
     def begin_fit(self, first_row: int) -> None:
         """A new fit of the same traced step: each cause may replay once again."""

@@ -290,12 +290,19 @@ _INPUT_TYPES = {
     "GeneratorDataAdapter": "generator",
     "GrainDatasetAdapter": "grain",
     "TorchDataLoaderAdapter": "torch DataLoader",
+    # tf_keras' adapters
+    "DatasetAdapter": "tf.data",
+    "TensorLikeDataAdapter": "arrays",
+    "GenericArrayLikeDataAdapter": "arrays",
+    "KerasSequenceAdapter": "PyDataset",
 }
 
 
 def training_data_adapter() -> Any | None:
-    """Keras' data adapter of the `fit()` that is calling us (from `on_train_begin`), or None."""
-    return getattr(fit_local("epoch_iterator"), "data_adapter", None)
+    """Keras' data adapter of the `fit()` that is calling us (from `on_train_begin`), or None.
+    (Keras 3 keeps it in its `epoch_iterator`, tf_keras in its `data_handler`.)"""
+    adapter = getattr(fit_local("epoch_iterator"), "data_adapter", None)
+    return adapter if adapter is not None else getattr(fit_local("data_handler"), "_adapter", None)
 
 
 def describe_input(adapter: Any) -> InputSource:

@@ -82,9 +82,13 @@ class Recording:
     the later fit first and drop it as orphaned data. A fit that follows at once (a loop of
     short fits, an OOM retry) goes on in the same file, without re-tracing its row writer."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, on_disk: bool = True):
+        """`on_disk=False`: records are kept in memory only until `keep_on_disk` (a worker
+        that is not the chief writes nothing unless it crashes: see `multi_worker`)."""
         self._log_dir = log_dir
-        self._writer: HealthWriter | None = None
+        self._on_disk = on_disk
+        self._info: tuple[int, RunInfo] | None = None  # the latest run info, for keep_on_disk
+        self._writer: HealthWriter | _NoWriter | None = None
         self._lock = threading.Lock()
         self._closing: threading.Timer | None = None
         self.memory = SignalMemory(log_dir)
@@ -100,12 +104,22 @@ class Recording:
                 self._closing.cancel()
                 self._closing = None
             if self._writer is None:
-                self._writer = HealthWriter(self._log_dir)
+                self._writer = HealthWriter(self._log_dir) if self._on_disk else _NoWriter()
             return self._writer
+
+    def keep_on_disk(self) -> None:
+        """From now on, write to the log dir (with the latest run info first)."""
+        with self._lock:
+            if self._on_disk:
+                return
+            self._on_disk, self._writer = True, None
+        if self._info is not None:
+            self.open().write_json(tags.TAG_RUN_INFO, self._info[0], self._info[1].to_json())
 
     def run_info(self, step: int, info: RunInfo) -> None:
         self.open().write_json(tags.TAG_RUN_INFO, step, info.to_json())
         self.memory.set_info(info)
+        self._info = (step, info)
 
     def rows(self, rows: Rows, dense: dict[str, np.ndarray], sparse: dict[str, np.ndarray]) -> None:
         """A window of the step probe's rows: `dense` tags on every row, `sparse` ones where
@@ -156,7 +170,10 @@ class Recording:
 
     def write_now(self, event: Event) -> None:
         """One event written and flushed at once, from any thread (the stall watchdog's: the
-        training thread that would write `pending` is the one that hangs)."""
+        training thread that would write `pending` is the one that hangs). Records kept in
+        memory only go to disk from here on: a worker other than the chief that hangs says
+        where, in its own run."""
+        self.keep_on_disk()
         self._add_to_memory(event)
         with self._events_lock:
             self._write_record(event.step, [event])
@@ -202,3 +219,17 @@ class Recording:
                 writer.close()
             except Exception:  # (flushed already; on a background thread: nothing to break)
                 logger.warning("tb-trainhealth: could not close the event file in %s", self._log_dir, exc_info=True)
+
+
+class _NoWriter:
+    """The writer of records kept in memory only: every write is dropped."""
+
+    def __init__(self) -> None:
+        self.last_write = time.perf_counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return _drop
+
+
+def _drop(*args: Any, **kwargs: Any) -> None:
+    return None

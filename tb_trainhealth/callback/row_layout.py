@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tb_trainhealth.callback.keras_flavor import variable_path
+
 if TYPE_CHECKING:
     import keras
 
@@ -51,7 +53,7 @@ class LayerLayout:
         var_to_layer: dict[str, int] = {}
         prefix = model.name + "/"
         for variable in model.trainable_variables:
-            path = variable.path
+            path = variable_path(variable)
             layer = path.rsplit("/", 1)[0] if "/" in path else path
             layer = layer.removeprefix(prefix)
             if layer not in names:

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
+from tb_trainhealth.callback.keras_flavor import tensor_of, variable_path
 from tb_trainhealth.callback.nan_replay import NanReplay
+from tb_trainhealth.callback.probe_variable import probe_variable
 from tb_trainhealth.callback.row_layout import (
     NOT_SAMPLED,
     UPDATE_EVERY,
@@ -139,6 +141,11 @@ class StepProbe:
     Rows are counted from the start of the current fit (`begin_fit`); the buffer and its
     count go on across the fits of one model."""
 
+    # The optimizer methods wrapped on the instance, and the updater's all-reduce (Keras 3's
+    # names; `tf_keras_step_probe` has tf_keras' own).
+    OPTIMIZER_HOOKS = ("scale_loss", "apply")
+    ALL_REDUCE_HOOK = "_all_reduce_sum_gradients"
+
     @classmethod
     def attach(cls, model: keras.Model, capacity: int, localize_nan: bool = True) -> StepProbe:
         """The probe for this fit, installed: the model's previous one when its instrumented
@@ -160,7 +167,7 @@ class StepProbe:
         self.layout = LayerLayout.of(model)
         # Keras hands the all-reduce its backend (tf) variables: map those to layers too.
         self._layer_of_backend_variable = {
-            id(getattr(v, "_value", v)): self.layout.var_to_layer[v.path] for v in model.trainable_variables
+            id(getattr(v, "_value", v)): self.layout.var_to_layer[variable_path(v)] for v in model.trainable_variables
         }
         self.capacity = capacity
         self.width = row_width(len(self.layout.names))
@@ -168,16 +175,14 @@ class StepProbe:
         self._loss = None
         self._read = 0  # rows consumed so far
         self.lost_rows = 0
-        with tf.init_scope():
-            self.buffer = tf.Variable(tf.zeros([capacity, self.width]), trainable=False, name="trainhealth_rows")
-            self.count = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_count")
+        self.buffer = probe_variable(tf.zeros([capacity, self.width]), "trainhealth_rows")
+        self.count = probe_variable(0, "trainhealth_count", tf.int64)
         # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
         replayable = localize_nan and not model.jit_compile and self.replicas == 1
         self._nan = NanReplay(model, self.count, enabled=replayable, check_batch=not self.uses_loss_scale)
         self._installed = False
         self._localize_nan = localize_nan
-        with tf.init_scope():
-            self._fit_start_row = tf.Variable(0, dtype=tf.int64, trainable=False, name="trainhealth_fit_start")
+        self._fit_start_row = probe_variable(0, "trainhealth_fit_start", tf.int64)
         self._fit_start = 0
         # What the instrumented function was traced for; Keras' own function, put back between fits.
         self._variables = tuple(id(v) for v in model.trainable_variables)
@@ -236,9 +241,9 @@ class StepProbe:
         mid-fit). `keep`: the model keeps this probe for its next fit (not after a failure)."""
         if not self._installed:
             return
-        for name in ("scale_loss", "apply"):
+        for name in self.OPTIMIZER_HOOKS:
             self.optimizer.__dict__.pop(name, None)
-        self._updater.__dict__.pop("_all_reduce_sum_gradients", None)
+        self._updater.__dict__.pop(self.ALL_REDUCE_HOOK, None)
         self.model.__dict__.pop("train_step", None)
         self._installed = False
         if self._keras_function is not None:
@@ -316,7 +321,7 @@ class StepProbe:
             nonfinite = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
             # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
             self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
-            recording = replica == 0
+            recording = self._writes_row(replica)
             before = self._weights_before(self._due(UPDATE_EVERY), variables) if recording else []
         except Exception:
             _probe_failed()
@@ -334,6 +339,10 @@ class StepProbe:
         except Exception:
             _probe_failed()
         return result
+
+    def _writes_row(self, replica: int) -> bool:
+        """Whether this replica writes the step's row (the all-reduced values are the same on all)."""
+        return replica == 0
 
     def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
         """Keras' all-reduce of one replica's gradients; our small vector (loss, non-finite flags)
@@ -354,7 +363,7 @@ class StepProbe:
 
     def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
         """Per-layer squared gradient norms (unscaled), before the update is applied."""
-        return self._stats(grads, [self.layout.var_to_layer.get(v.path) for v in variables], scale)
+        return self._stats(grads, [self.layout.var_to_layer.get(variable_path(v)) for v in variables], scale)
 
     def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor) -> GradientStats:
         grad_values = [
@@ -366,7 +375,8 @@ class StepProbe:
         return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
 
     def _tracked(self, variables: list) -> list[tuple[int, Any]]:
-        return [(self.layout.var_to_layer[v.path], v) for v in variables if v.path in self.layout.var_to_layer]
+        layers = self.layout.var_to_layer
+        return [(layers[path], v) for v in variables if (path := variable_path(v)) in layers]
 
     def _weights_before(self, sampled: tf.Tensor, variables: list) -> list[tf.Tensor]:
         """A copy of the weights on sampled steps (reads are ordered before the update: same resource).
@@ -377,7 +387,7 @@ class StepProbe:
             return []
         return tf.cond(
             sampled,
-            lambda: [tf.identity(tf.cast(v.value, tf.float32)) for _, v in tracked],
+            lambda: [tf.identity(tf.cast(tensor_of(v), tf.float32)) for _, v in tracked],
             lambda: [tf.zeros([0]) for _ in tracked],
         )
 
@@ -398,7 +408,7 @@ class StepProbe:
             return tf.fill([num_layers], np.float32(np.nan))
 
         def measure() -> tf.Tensor:
-            after = [(index, tf.cast(variable.value, tf.float32)) for index, variable in tracked]
+            after = [(index, tf.cast(tensor_of(variable), tf.float32)) for index, variable in tracked]
             if not before:  # no copies taken (XLA, a huge model)
                 return tf.concat([layer_norms(after), not_measured()], 0)
 
@@ -449,8 +459,12 @@ class StepProbe:
             ],
             axis=0,
         )
-        slot = tf.math.floormod(self.count, self.capacity)
-        self.buffer.scatter_nd_update(tf.reshape(slot, [1, 1]), tf.reshape(row, [1, self.width]))
+        slot = tf.reshape(tf.math.floormod(self.count, self.capacity), [1, 1])
+        row = tf.reshape(row, [1, self.width])
+        if isinstance(self.buffer, tf.distribute.DistributedValues):  # (tf_keras: see `probe_variable`)
+            self.buffer.assign(tf.tensor_scatter_nd_update(self.buffer, slot, row))  # this replica's copy
+        else:
+            self.buffer.scatter_nd_update(slot, row)
         self.count.assign_add(1)
 
     def _loss_scalar(self) -> tf.Tensor:

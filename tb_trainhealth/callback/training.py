@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback.health_callback import HealthCallback
+from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol
 from tb_trainhealth.callback.memory import device_memory_mb, host_rss_mb
 
 logger = logging.getLogger(__name__)
@@ -19,7 +20,7 @@ class TrainingOOMError(RuntimeError):
     """Out of memory at every batch size tb_trainhealth.fit was allowed to try."""
 
 
-class _EpochTracker(keras.callbacks.Callback):
+class _EpochTracker(TfKerasCallbackProtocol, keras.callbacks.Callback):
     """Remembers the epoch in progress, so a retry resumes from it."""
 
     def __init__(self, initial_epoch: int):

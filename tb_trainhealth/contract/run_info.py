@@ -51,6 +51,9 @@ class RunInfo:
     # The stall watchdog ran (issue 22): a run without it is never judged `ended_abruptly`.
     watchdog: bool = False
     stall_after: float | None = None  # as the user set it; None: the default allowance
+    # Under a multi-worker strategy (MultiWorkerMirroredStrategy), replicas per worker: replicas
+    # are numbered worker by worker, so replica r trains on worker r // replicas_per_worker.
+    replicas_per_worker: int | None = None
 
     def has_callback(self, name: str) -> bool:
         return any(callback.name == name for callback in self.callbacks)

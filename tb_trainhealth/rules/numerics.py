@@ -186,14 +186,19 @@ def _loss_scale_now(run: RunSignals) -> str:
     return f" Loss scale at step {int(scale.steps[-1])}: {float(scale.values[-1]):g} (lowest {float(np.nanmin(scale.values)):g})."
 
 
-def _replicas_hit(event: NonfiniteEvent) -> str:
+def _replicas_hit(event: NonfiniteEvent, per_worker: int | None = None) -> str:
     """Under a distribution strategy: which replicas' own gradients were non-finite first
-    (its batch shard, before the all-reduce spread the NaN to every replica)."""
+    (its batch shard, before the all-reduce spread the NaN to every replica); under a
+    multi-worker one (`per_worker` replicas each), on which worker: that worker's data."""
     if not event.replicas:
         return ""
+    on_workers = ""
+    if per_worker:
+        workers = sorted({replica // per_worker for replica in event.replicas})
+        on_workers = f" (on worker(s) {', '.join(map(str, workers))}: check that worker's input data)"
     return (
         f" Before the all-reduce, only replica(s) {', '.join(map(str, event.replicas))} had non-finite "
-        "gradients: the bad values came in with that replica's shard of the batch."
+        f"gradients: the bad values came in with that replica's shard of the batch{on_workers}."
     )
 
 
@@ -243,7 +248,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             hits[where] = event.step
             if where == "gradients":
                 first_layers = list(event.layers)
-                replicas = _replicas_hit(event)
+                replicas = _replicas_hit(event, run.info.replicas_per_worker)
     for name, where in (*((loss, "loss") for loss in sig.TRAINING_LOSSES), (sig.GRAD_NORM, "gradients")):
         step = _first_nonfinite_step(run.get(name))
         if step is not None and (where not in hits or step < hits[where]):

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tb_trainhealth import engine
 from tb_trainhealth.callback.data_lint import BatchLint
 from tb_trainhealth.callback.fit_context import optimizer_settings
+from tb_trainhealth.callback.keras_flavor import is_tf_keras
 from tb_trainhealth.callback.model_lint import lint_layers, lint_model, loss_of
 from tb_trainhealth.callback.preflight.batch import Batch, take_batch
 from tb_trainhealth.callback.preflight.clone import CloneError, clone_compiled
@@ -41,6 +42,10 @@ from tb_trainhealth.signals import RunSignals
 # The batch the fit, the control and the gradient check use: 16-32 samples is what
 # practitioners overfit by hand (more only slows memorising down).
 FIT_SAMPLES = 32
+# Preflight clones the model and trains the clone with Keras 3's APIs (clone_model, fit on a batch).
+PREFLIGHT_KERAS_3_ONLY = (
+    "tb-trainhealth: preflight needs a Keras 3 model; it is not available for tf_keras (legacy Keras 2) models."
+)
 # Of max_seconds, the share the small-batch fit may take; the zeroed control gets the rest.
 FIT_TIME_SHARE = 0.6
 # A constant prediction's loss (above the floor) below this share of the loss the output implies
@@ -139,6 +144,8 @@ def preflight(
         raise_on: "warning" or "critical" to raise `PreflightFailed` when a finding is that bad.
     """
     threshold = Severity.parse(raise_on) if raise_on else None
+    if is_tf_keras(model):
+        raise TypeError(PREFLIGHT_KERAS_3_ONLY)
     if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
         raise ValueError("preflight needs a compiled model: call model.compile(optimizer=..., loss=...) first")
     began = time.perf_counter()
