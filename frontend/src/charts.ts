@@ -32,18 +32,22 @@ export interface ChartHandle {
 }
 
 const FONT = '11px Roboto, "Helvetica Neue", Arial, sans-serif';
-/** Log scale when the positive values span more than two orders of magnitude. */
+/** Log scale when the positive values span more than two orders of magnitude and a linear axis
+ * would squash most of them against zero (a diverged loss, gradients of 1e-6 beside 1e2); a
+ * validation loss rising 0.3 -> 0.6 beside a training loss falling to 0.005 stays linear, where
+ * the rise is visible. */
 export function wantsLog(lines: Line[]): boolean {
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const l of lines)
-    for (const v of l.values)
-      if (v !== null && v > 0) {
-        if (v < lo) lo = v;
-        if (v > hi) hi = v;
-      }
-  return hi > 0 && lo > 0 && hi / lo > 100;
+  const values: number[] = [];
+  for (const l of lines) for (const v of l.values) if (v !== null && v > 0 && Number.isFinite(v)) values.push(v);
+  if (values.length === 0) return false;
+  values.sort((a, b) => a - b);
+  const lo = values[0] ?? 0;
+  const hi = values[values.length - 1] ?? 0;
+  const median = values[Math.floor(values.length / 2)] ?? 0;
+  return lo > 0 && hi / lo > 100 && median < SQUASHED * hi;
 }
+/** A median below this share of the maximum: on a linear axis half the points sit in the bottom 2%. */
+const SQUASHED = 0.02;
 
 interface Aligned {
   xs: number[];
