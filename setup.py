@@ -12,10 +12,11 @@ setup(
     python_requires=">=3.10",
     # No TensorFlow here: the read side (CLI, plugin) runs without it, and users keep
     # whichever TensorFlow they have (tensorflow, tensorflow-cpu, tf-nightly).
-    install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15"],
+    # google-crc32c: checksums of every event-file record in C (damaged files are reported, not hidden).
+    install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15", "google-crc32c>=1.5"],
     extras_require={
         "tf": ["tensorflow>=2.16", "keras>=3.0"],
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40", "google-crc32c>=1.5"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40"],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},
     entry_points={
