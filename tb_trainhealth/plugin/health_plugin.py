@@ -95,6 +95,8 @@ class HealthPlugin(base_plugin.TBPlugin):
         self._files = (
             event_files.BackgroundChecker(logdir, ttl=LISTING_TTL_SECONDS) if logdir and "://" not in logdir else None
         )
+        if self._files is not None:
+            self._files.latest(wait=0)  # under way before the first request, beside TensorBoard's loading
 
     def _file_problems(self, names: set[str]) -> dict[str, list[event_files.FileProblem]]:
         """The logdir's event-file problems by run group (a first look waits for them briefly)."""
