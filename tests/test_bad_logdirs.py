@@ -251,3 +251,22 @@ def test_an_unreadable_run_directory_is_listed_with_its_error(logdir):
     assert (
         unreadable.returncode == 2 and "cannot read" in unreadable.stderr and "Permission denied" in unreadable.stderr
     )
+
+
+def test_text_output_and_watch_say_what_is_wrong_with_each_file(tmp_path):
+    write_events(tmp_path / "good", diverging())
+    live = write_events(tmp_path / "live", diverging())
+    with open(live, "rb+") as f:
+        f.truncate(os.path.getsize(live) - 5)  # its writer is mid-record right now
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "events.out.tfevents.1.host").write_bytes(os.urandom(2048))
+    text = cli_text(tmp_path)
+    assert f"  note: {relative(live, tmp_path)}: last record incomplete while the file is still written" in text
+    assert "  ! garbage/events.out.tfevents.1.host: unreadable: " in text
+    watch = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "watch", str(tmp_path), "--interval", "1", "--timeout", "2"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert watch.returncode == 0 and "Traceback" not in watch.stderr, watch.stderr
+    lines = [line for line in watch.stdout.splitlines() if "[error]" in line]
+    assert len(lines) == 1 and "[error] garbage: garbage/events.out.tfevents.1.host: unreadable: " in lines[0]
