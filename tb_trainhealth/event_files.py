@@ -25,8 +25,6 @@ import struct
 import threading
 import time
 
-from tb_trainhealth.reader import KERAS_SUBRUNS
-
 try:  # C implementation: ~1 GB/s; the pure-Python fallback would take minutes per big file
     from google_crc32c import value as _crc32c
 except ImportError:  # pragma: no cover - google-crc32c is an install requirement
@@ -92,6 +90,7 @@ class _Scan:
 def _walk(path: str, scan: _Scan) -> None:
     """Continue the framing walk of `path` from scan.good_bytes to its end (CPU: ~9 ms per MB)."""
     scan.problem = None
+    good_headers: set[bytes] = set()
     with open(path, "rb") as f:
         f.seek(scan.good_bytes)
         buffer, pos = b"", 0  # buffer[pos] is the file's byte at scan.good_bytes
@@ -103,10 +102,14 @@ def _walk(path: str, scan: _Scan) -> None:
                 if len(buffer) < _HEADER.size:
                     scan.problem = (TRUNCATED, f"ends inside a record's header ({len(buffer)} of 12 bytes)")
                     return
-            length, length_crc = _HEADER.unpack_from(buffer, pos)
-            if _masked_crc(buffer[pos : pos + 8]) != length_crc:
-                scan.problem = (CORRUPT, "the record's length fails its checksum")
-                return
+            header = buffer[pos : pos + _HEADER.size]
+            if header not in good_headers:  # records of one kind repeat their length: checked once
+                length, length_crc = _HEADER.unpack(header)
+                if _masked_crc(header[:8]) != length_crc:
+                    scan.problem = (CORRUPT, "the record's length fails its checksum")
+                    return
+                good_headers.add(header)
+            length = _HEADER.unpack(header)[0]
             start = pos + _HEADER.size
             end = start + length
             if end + _CRC.size > len(buffer):
@@ -206,6 +209,8 @@ def check_logdir(logdir: str, now: float | None = None) -> dict[str, list[FilePr
 def group_name(run: str, groups: set[str]) -> str:
     """The run group (as `reader.group_runs` forms them) that a TensorBoard run belongs to:
     Keras' `D/train` and `D/validation` are part of `D`, unless it is listed on its own."""
+    from tb_trainhealth.reader import KERAS_SUBRUNS  # (here: a check in a process of its own imports no numpy)
+
     if run in groups:
         return run
     parent, base = posixpath.split(run)
