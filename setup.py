@@ -12,12 +12,13 @@ setup(
     python_requires=">=3.10",
     # No TensorFlow here: the read side (CLI, plugin) runs without it, and users keep
     # whichever TensorFlow they have (tensorflow, tensorflow-cpu, tf-nightly).
-    install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15"],
+    # google-crc32c: checksums of every event-file record in C (damaged files are reported, not hidden).
+    install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15", "google-crc32c>=1.5"],
     extras_require={
         "tf": ["tensorflow>=2.16", "keras>=3.0"],
         # tf-keras (legacy Keras 2) is released with each TensorFlow (2.21.0 for TF 2.21): pip
         # picks the one matching the TensorFlow it installs.
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40", "google-crc32c>=1.5", "tf-keras>=2.16"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40", "tf-keras>=2.16"],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},
     entry_points={

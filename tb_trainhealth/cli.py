@@ -18,7 +18,7 @@ import time
 import types
 from typing import TYPE_CHECKING, Any
 
-from tb_trainhealth import __version__
+from tb_trainhealth import __version__, event_files
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
 from tb_trainhealth.tracking import FindingTracker, finding_line
@@ -96,7 +96,7 @@ def _positive_float(text: str) -> float:
 def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     """Print each new warning/critical finding (and run error) once, as runs are written."""
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.logdir import followed_logdir
+    from tb_trainhealth.logdir import followed_logdir, is_local
     from tb_trainhealth.reader import SignalReader
 
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -108,9 +108,15 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
             errors_seen: set[tuple[str, str]] = set()
             fingerprints: dict[str, tuple[int, float, int]] = {}
             recheck_at: dict[str, float | None] = {}
+            checker = event_files.EventFileChecker(logdir) if is_local(logdir) else None
             while True:
                 reload()
-                for group in reader.groups():
+                groups = reader.groups()
+                if checker is not None:  # only what was appended since the last look is read
+                    problems = event_files.by_group(checker.check(), {g.name for g in groups})
+                    for name, found in problems.items():
+                        _print_errors(name, [p.text() for p in found if p.is_error], errors_seen)
+                for group in groups:
                     fingerprint = reader.last_step(group)
                     due = recheck_at.get(group.name)
                     if fingerprints.get(group.name) != fingerprint or (due is not None and time.time() >= due):
@@ -130,7 +136,11 @@ def _print_new(diagnosis: Diagnosis, tracker: FindingTracker, errors_seen: set[t
     name = diagnosis.group.name
     for finding, before in tracker.new(diagnosis.findings):
         print(f"{time.strftime('%H:%M:%S')} {finding_line(finding, name, before)}", flush=True)
-    for error in diagnosis.errors:
+    _print_errors(name, diagnosis.errors, errors_seen)
+
+
+def _print_errors(name: str, errors: list[str], errors_seen: set[tuple[str, str]]) -> None:
+    for error in errors:
         if (name, error) not in errors_seen:
             errors_seen.add((name, error))
             print(f"{time.strftime('%H:%M:%S')} [error] {name}: {error}", flush=True)
@@ -138,51 +148,83 @@ def _print_new(diagnosis: Diagnosis, tracker: FindingTracker, errors_seen: set[t
 
 def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
     """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
-    "event_counts", "axis"}]: the run's recorded events by kind (nonfinite, oom, ...), and
-    whether its positions are batch steps or (per-epoch data only) epochs.
+    "file_errors", "event_counts", "axis", "diagnosed"}]: the run's recorded events by kind
+    (nonfinite, oom, ...), whether its positions are batch steps or (per-epoch data only)
+    epochs, and its event files that cannot be read in full (`event_files.FileProblem`s).
+    A run none of whose files can be read is listed too, with its errors (diagnosed: False).
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
+    from tb_trainhealth import event_files
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.logdir import loaded_logdir, unreadable_directories  # TensorBoard's loading code
+    from tb_trainhealth.logdir import NoRunsError, is_local, loaded_logdir, unreadable_directories
     from tb_trainhealth.reader import SignalReader
 
     if progress:
         print("reading event files...", end="", file=sys.stderr, flush=True)
     results = [
-        {
-            "run": run,
-            "status": "ok",
-            "findings": [],
-            "errors": [f"cannot read this directory: {why}"],
-            "event_counts": {},
-            "axis": sig.STEP_AXIS,
-        }
-        for run, why in unreadable_directories(logdir)
+        _undiagnosed(run, [f"cannot read this directory: {why}"], []) for run, why in unreadable_directories(logdir)
     ]
-    with loaded_logdir(logdir) as provider:
-        reader = SignalReader(provider)
-        groups = reader.groups()
-        # Two runs at a time: one waits on the data server while the other is diagnosed.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
-            diagnoses = pool.map(functools.partial(diagnose_run, reader), groups)
-            for index, (group, d) in enumerate(zip(groups, diagnoses), 1):
-                if progress:
-                    done = int(30 * index / len(groups))
-                    bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
-                    print(bar, end="", file=sys.stderr, flush=True)
-                kinds = collections.Counter(e.kind.value for e in d.signals.events)
-                results.append(
-                    {
-                        "run": group.name,
-                        "status": d.status,
-                        "findings": d.findings,
-                        "errors": d.errors,
-                        "event_counts": dict(sorted(kinds.items())),
-                        "axis": d.signals.axis,
-                    }
-                )
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as checking:
+        # Every event file's framing and checksums, while TensorBoard's loader reads the same files.
+        file_check = checking.submit(event_files.check_logdir, logdir) if is_local(logdir) else None
+        try:
+            with loaded_logdir(logdir) as provider:
+                _diagnose_runs(SignalReader(provider), diagnose_run, results, progress)
+        except NoRunsError:
+            if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
+                raise
+        problems = file_check.result() if file_check is not None else {}
+    by_name = {r["run"]: r for r in results}
+    for name, found in event_files.by_group(problems, set(by_name)).items():
+        errors = [p.text() for p in found if p.is_error]
+        if name not in by_name:
+            if not errors:
+                continue  # only a file still being written: nothing to show yet
+            by_name[name] = _undiagnosed(name, [], [])
+            results.append(by_name[name])
+        by_name[name]["errors"].extend(errors)
+        by_name[name]["file_errors"].extend(p.to_dict() for p in found)
     results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
     return results
+
+
+def _undiagnosed(run: str, errors: list[str], file_errors: list[dict[str, str]]) -> dict[str, Any]:
+    """A run listed for its errors only: nothing in it could be read."""
+    return {
+        "run": run,
+        "status": "ok",
+        "findings": [],
+        "errors": errors,
+        "file_errors": file_errors,
+        "event_counts": {},
+        "axis": sig.STEP_AXIS,
+        "diagnosed": False,
+    }
+
+
+def _diagnose_runs(reader, diagnose_run, results: list[dict[str, Any]], progress: bool) -> None:
+    groups = reader.groups()
+    # Two runs at a time: one waits on the data server while the other is diagnosed.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        diagnoses = pool.map(functools.partial(diagnose_run, reader), groups)
+        for index, (group, d) in enumerate(zip(groups, diagnoses), 1):
+            if progress:
+                done = int(30 * index / len(groups))
+                bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
+                print(bar, end="", file=sys.stderr, flush=True)
+            kinds = collections.Counter(e.kind.value for e in d.signals.events)
+            results.append(
+                {
+                    "run": group.name,
+                    "status": d.status,
+                    "findings": d.findings,
+                    "errors": list(d.errors),
+                    "file_errors": [],
+                    "event_counts": dict(sorted(kinds.items())),
+                    "axis": d.signals.axis,
+                    "diagnosed": True,
+                }
+            )
 
 
 def _render_text(results: list[dict[str, Any]], logdir: str) -> str:
@@ -197,6 +239,9 @@ def _render_text(results: list[dict[str, Any]], logdir: str) -> str:
         lines.append(f"{result['status'].upper():8} {result['run']}  ({len(findings)} finding(s))")
         for error in result["errors"]:
             lines.append(f"  ! {error}")
+        for problem in result["file_errors"]:
+            if problem["kind"] not in event_files.ERROR_KINDS:
+                lines.append(f"  note: {problem['file']}: {problem['error']}")
         for finding in findings:
             lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
             lines.extend(textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      "))
@@ -223,6 +268,7 @@ def _render_json(results: list[dict[str, Any]]) -> str:
             "status": r["status"],
             "findings": [f.to_dict() for f in r["findings"]],
             "errors": r["errors"],
+            "file_errors": r["file_errors"],
             "event_counts": r["event_counts"],
         }
         for r in results
@@ -258,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tb-trainhealth: error: {err}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(_render_json(results) + "\n" if args.json else _render_text(results, args.logdir))
+    if results and not any(r["diagnosed"] for r in results):
+        unread = sum(len(r["errors"]) for r in results)
+        print(f"tb-trainhealth: error: nothing under {args.logdir} could be read ({unread} error(s))", file=sys.stderr)
+        return EXIT_ERROR
     threshold = Severity.parse(args.fail_on)
     failing = any(f.severity >= threshold for r in results for f in r["findings"])
     return EXIT_FINDINGS if failing else EXIT_OK

@@ -30,6 +30,10 @@ class LogdirError(Exception):
     """The logdir itself cannot be read."""
 
 
+class NoRunsError(LogdirError):
+    """TensorBoard's loader found no run (no event file, or none it could read) under the logdir."""
+
+
 class LiveLogdir:
     """Every run under `logdir`, re-read on `reload()` (new runs, new data in growing runs).
 
@@ -119,7 +123,7 @@ def unreadable_directories(logdir: str) -> list[tuple[str, str]]:
 
 def _require_runs(provider: tb_provider.DataProvider, logdir: str) -> tb_provider.DataProvider:
     if not provider.list_runs(tb_context.RequestContext(), experiment_id=""):
-        raise LogdirError(
+        raise NoRunsError(
             f"no TensorBoard event files under {logdir}; record a run with "
             'model.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])'
         )

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
+from tb_trainhealth import event_files
 from tb_trainhealth.contract import tags
 
 
@@ -58,34 +60,133 @@ def diagnose(logdir) -> tuple[int, dict]:
     return proc.returncode, {r["run"]: r for r in json.loads(proc.stdout)["runs"]}
 
 
+def cli_text(logdir) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", str(logdir)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+    return proc.stdout
+
+
 def assert_good_runs_untouched(runs):
     assert runs["good_nan"]["status"] == "critical" and runs["good_nan"]["findings"][0]["code"] == "nonfinite"
     assert runs["good_healthy"]["status"] == "ok" and runs["good_healthy"]["errors"] == []
 
 
-def test_truncated_event_file_keeps_what_was_written(logdir):
+def finished(*event_files_, seconds: float = 3600) -> None:
+    """As if written an hour ago: the writing process is gone (not a live run's file)."""
+    for path in event_files_:
+        os.utime(path, (time.time() - seconds, time.time() - seconds))
+
+
+def relative(path, logdir) -> str:
+    return os.path.relpath(path, logdir).replace(os.sep, "/")
+
+
+def test_truncated_event_file_keeps_what_was_written_and_says_so(logdir):
     event_file = write_events(logdir / "killed", diverging())
     with open(event_file, "rb+") as f:
         f.truncate(os.path.getsize(event_file) - 7)  # the process died mid-record
-    _, runs = diagnose(logdir)
+    halved = write_events(logdir / "halved", diverging())
+    with open(halved, "rb+") as f:
+        f.truncate(os.path.getsize(halved) // 2)
+    _, runs = diagnose(logdir)  # just written: may still be written, the incomplete record is normal
     assert_good_runs_untouched(runs)
     assert "loss_divergence" in [f["code"] for f in runs["killed"]["findings"]]
+    assert runs["killed"]["errors"] == [] and runs["halved"]["errors"] == []
+    assert [p["kind"] for p in runs["killed"]["file_errors"]] == ["partial_live"]
+    assert runs["killed"]["file_errors"][0]["file"] == relative(event_file, logdir)
 
-
-def test_record_with_a_bad_checksum(logdir):
-    event_file = write_events(logdir / "corrupt", diverging())
-    data = bytearray(Path(event_file).read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    Path(event_file).write_bytes(bytes(data))
+    finished(event_file, halved)  # nobody writes them any more: truncated
     _, runs = diagnose(logdir)
     assert_good_runs_untouched(runs)
+    for name, path in (("killed", event_file), ("halved", halved)):
+        (problem,) = runs[name]["file_errors"]
+        assert problem["kind"] == "truncated" and problem["file"] == relative(path, logdir)
+        assert problem["error"].startswith("truncated: the file ends inside a record")
+        assert runs[name]["errors"] == [f"{problem['file']}: {problem['error']}"]
+    assert "loss_divergence" in [f["code"] for f in runs["killed"]["findings"]]
+    text = cli_text(logdir)
+    assert f"  ! {relative(halved, logdir)}: truncated: the file ends inside a record" in text
 
 
-def test_garbage_file_named_like_an_event_file(logdir):
+def flip(event_file, offsets) -> None:
+    data = bytearray(Path(event_file).read_bytes())
+    for offset in offsets:
+        data[offset] ^= 0xFF
+    Path(event_file).write_bytes(bytes(data))
+    finished(event_file)
+
+
+def test_records_with_bad_checksums_are_errors(logdir):
+    one_flip = write_events(logdir / "corrupt", diverging())
+    flip(one_flip, [os.path.getsize(one_flip) // 2])
+    forty_flips = write_events(logdir / "flipped", diverging())
+    past_the_first_record = np.arange(200, os.path.getsize(forty_flips))  # (there: the file is "unreadable")
+    flip(forty_flips, np.random.default_rng(0).choice(past_the_first_record, 40, replace=False))
+    _, runs = diagnose(logdir)
+    assert_good_runs_untouched(runs)
+    for name, path in (("corrupt", one_flip), ("flipped", forty_flips)):
+        (problem,) = runs[name]["file_errors"]
+        assert problem["kind"] == "corrupt" and problem["file"] == relative(path, logdir)
+        assert "fails its checksum" in problem["error"]
+        assert runs[name]["errors"][-1] == f"{problem['file']}: {problem['error']}"
+
+
+def test_garbage_only_run_beside_good_runs_is_listed_with_its_error(logdir):
     os.makedirs(logdir / "garbage")
     (logdir / "garbage" / "events.out.tfevents.123.host").write_bytes(os.urandom(4096))
-    _, runs = diagnose(logdir)
+    finished(logdir / "garbage" / "events.out.tfevents.123.host")
+    code, runs = diagnose(logdir)
+    assert code == 1  # good_nan's critical finding, as without the garbage
     assert_good_runs_untouched(runs)
+    garbage = runs["garbage"]
+    assert garbage["status"] == "ok" and garbage["findings"] == [] and garbage["errors"]
+    (problem,) = garbage["file_errors"]
+    assert problem["file"] == "garbage/events.out.tfevents.123.host" and problem["kind"] == "unreadable"
+    assert garbage["errors"] == [f"{problem['file']}: {problem['error']}"]
+
+    text = cli_text(logdir)
+    assert "OK       garbage  (0 finding(s))\n  ! garbage/events.out.tfevents.123.host: unreadable:" in text
+
+    from test_plugin import client_for, get_json
+
+    client = client_for(str(logdir))
+    listed = {r["run"]: r for r in get_json(client, "/runs")["runs"]}
+    assert listed["garbage"]["file_errors"] == [problem] and listed["garbage"]["errors"] == garbage["errors"]
+    assert listed["good_healthy"]["errors"] == [] and listed["good_healthy"]["file_errors"] == []
+    findings = get_json(client, "/findings?run=garbage")
+    assert findings["findings"] == [] and findings["file_errors"] == [problem]
+
+
+def test_a_logdir_holding_only_garbage_lists_it_and_exits_2(tmp_path):
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(os.urandom(4096))
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", str(tmp_path), "--json"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "nothing under" in proc.stderr and "could be read" in proc.stderr
+    assert "Traceback" not in proc.stderr and "no TensorBoard event files" not in proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert run["run"] == "." and run["file_errors"][0]["kind"] == "unreadable" and run["errors"]
+
+
+def test_a_growing_file_is_read_again_only_from_where_it_was_good(tmp_path):
+    """The tab re-checks every few seconds: only the appended bytes are read."""
+    event_file = write_events(tmp_path / "run", diverging())
+    data = Path(event_file).read_bytes()
+    Path(event_file).write_bytes(data[: len(data) - 30])
+    checker = event_files.EventFileChecker(str(tmp_path))
+    (problem,) = checker.check()["run"]
+    assert problem.kind == event_files.PARTIAL_LIVE and not problem.is_error
+    assert checker.check(now=time.time() + 3600)["run"][0].kind == event_files.TRUNCATED
+    with open(event_file, "ab") as f:
+        f.write(data[len(data) - 30 :])  # the writer's next flush completes the record
+    assert checker.check() == {}
+    flip(event_file, [len(data) - 10])  # rewritten in place: same size, new mtime
+    os.utime(event_file, (time.time(), time.time()))
+    assert checker.check()["run"][0].kind == event_files.CORRUPT
 
 
 @pytest.mark.parametrize("version", [None, tags.SCHEMA_VERSION + 1], ids=["malformed", "unknown-version"])
@@ -150,3 +251,22 @@ def test_an_unreadable_run_directory_is_listed_with_its_error(logdir):
     assert (
         unreadable.returncode == 2 and "cannot read" in unreadable.stderr and "Permission denied" in unreadable.stderr
     )
+
+
+def test_text_output_and_watch_say_what_is_wrong_with_each_file(tmp_path):
+    write_events(tmp_path / "good", diverging())
+    live = write_events(tmp_path / "live", diverging())
+    with open(live, "rb+") as f:
+        f.truncate(os.path.getsize(live) - 5)  # its writer is mid-record right now
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "events.out.tfevents.1.host").write_bytes(os.urandom(2048))
+    text = cli_text(tmp_path)
+    assert f"  note: {relative(live, tmp_path)}: last record incomplete while the file is still written" in text
+    assert "  ! garbage/events.out.tfevents.1.host: unreadable: " in text
+    watch = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "watch", str(tmp_path), "--interval", "1", "--timeout", "2"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert watch.returncode == 0 and "Traceback" not in watch.stderr, watch.stderr
+    lines = [line for line in watch.stdout.splitlines() if "[error]" in line]
+    assert len(lines) == 1 and "[error] garbage: garbage/events.out.tfevents.1.host: unreadable: " in lines[0]

@@ -9,10 +9,12 @@ callbacks; `fit()` keeps both in local variables, so we look for its frame on th
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import numpy as np
 
+from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.contract.run_info import CallbackInfo
 
@@ -38,6 +40,37 @@ def fit_callbacks() -> list[Any]:
     """The callbacks of the `fit()` calling us (Keras' CallbackList holds them in `.callbacks`)."""
     callbacks = fit_local("callbacks")
     return list(getattr(callbacks, "callbacks", callbacks if isinstance(callbacks, list) else []))
+
+
+def keras_tensorboards(callbacks: list[Any], log_dir: str) -> list[Any]:
+    """Keras' TensorBoard callbacks (Keras 3 or tf_keras) writing into the run `log_dir`
+    (their `train` and `validation` sub-runs are part of it)."""
+    return [
+        c
+        for c in callbacks
+        if any(k.__name__ == "TensorBoard" for k in type(c).__mro__)
+        and isinstance(getattr(c, "log_dir", None), (str, os.PathLike))
+        and _same_dir(os.fspath(c.log_dir), log_dir)
+    ]
+
+
+def plain_scalars_to_write(callbacks: list[Any], log_dir: str) -> tuple[dict[str, str], bool]:
+    """({our per-step tag: plain tag}, epoch logs too?) for TensorBoard's Scalars dashboard: all
+    of `tags.SCALARS_STEP_TAGS` and the epoch logs, less what a Keras TensorBoard callback in the
+    same run writes already (epoch logs always; the loss per batch unless update_freq="epoch")."""
+    keras_boards = keras_tensorboards(callbacks, log_dir)
+    step_tags = dict(tags.SCALARS_STEP_TAGS)
+    if any(getattr(c, "update_freq", "epoch") != "epoch" for c in keras_boards):
+        del step_tags[tags.TAG_LOSS]  # Keras writes batch_loss
+    return step_tags, not keras_boards
+
+
+def _same_dir(a: str, b: str) -> bool:
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.normcase(os.path.abspath(os.path.expanduser(a))) == os.path.normcase(
+        os.path.abspath(os.path.expanduser(b))
+    )
 
 
 def describe_callbacks(callbacks: list[Any]) -> tuple[CallbackInfo, ...]:

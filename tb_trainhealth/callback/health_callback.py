@@ -239,6 +239,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._wrap_step_functions()
         adapter = _quietly(training_data_adapter)
         self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
+        recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
         self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)

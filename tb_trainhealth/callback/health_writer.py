@@ -51,6 +51,7 @@ _WRITE_THREAD = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb
 # How many events the writer queues before it writes them out (tf.summary's default).
 MAX_QUEUE = 10
 _SCALAR_METADATA = tags.scalar_metadata().SerializeToString()
+_PLAIN_SCALAR_METADATA = tags.plain_scalar_metadata().SerializeToString()  # TensorBoard's Scalars tab
 _TENSOR_METADATA = tags.tensor_metadata().SerializeToString()
 _RECORD_METADATA = tags.record_metadata().SerializeToString()
 _TRACED_LAYOUTS: set[tuple] = set()  # row layouts whose writer function is traced in this process
@@ -115,8 +116,12 @@ class HealthWriter:
         layer_grad_norm: np.ndarray,
         layer_weight_norm: np.ndarray,
         weight_rows: np.ndarray,
+        plain: dict[str, str] | None = None,
     ) -> None:
+        """plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
+        Scalars dashboard (same values, same rows: sparse ones only where finite)."""
         dense_tags, sparse_tags = tuple(dense), tuple(sparse)
+        plain_tags = tuple((plain or {}).get(tag, "") for tag in (*dense_tags, *sparse_tags))
         # Copies taken now: the caller may reuse its arrays while the write waits in the queue.
         arrays = (
             np.array(steps, np.int64),
@@ -126,21 +131,25 @@ class HealthWriter:
             np.array(layer_weight_norm, np.float32),
             np.array(weight_rows, bool),
         )
-        self._submit(self._write_rows_now, dense_tags, sparse_tags, arrays)
-        key = _row_key(dense_tags, sparse_tags, arrays)
+        self._submit(self._write_rows_now, dense_tags, sparse_tags, plain_tags, arrays)
+        key = _row_key(dense_tags, sparse_tags, plain_tags, arrays)
         if key not in _TRACED_LAYOUTS:  # the first rows of a layout trace its writer (~0.3 s):
             _TRACED_LAYOUTS.add(key)  # on the caller's clock, once, not behind a later step
             self._wait()
 
-    def _write_rows_now(self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> None:
-        _row_writer(*_row_key(dense_tags, sparse_tags, arrays))(self._handle, *(tf.constant(a) for a in arrays))
+    def _write_rows_now(
+        self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], arrays: tuple
+    ) -> None:
+        writer = _row_writer(*_row_key(dense_tags, sparse_tags, plain_tags, arrays))
+        writer(self._handle, *(tf.constant(a) for a in arrays))
 
-    def write_scalars(self, step: int, values: dict[str, float]) -> None:
-        self._submit(self._write_scalars_now, step, dict(values))
+    def write_scalars(self, step: int, values: dict[str, float], plain: bool = False) -> None:
+        """plain: as `tf.summary.scalar` writes them (TensorBoard's Scalars dashboard), not as ours."""
+        self._submit(self._write_scalars_now, step, dict(values), _PLAIN_SCALAR_METADATA if plain else _SCALAR_METADATA)
 
-    def _write_scalars_now(self, step: int, values: dict[str, float]) -> None:
+    def _write_scalars_now(self, step: int, values: dict[str, float], metadata: bytes = _SCALAR_METADATA) -> None:
         for tag, value in values.items():
-            _write(self._handle, tag, tf.constant(value, tf.float32), tf.constant(step, tf.int64), _SCALAR_METADATA)
+            _write(self._handle, tag, tf.constant(value, tf.float32), tf.constant(step, tf.int64), metadata)
 
     def write_vector(self, tag: str, step: int, values: np.ndarray) -> None:
         self._submit(self._write_vector_now, tag, step, np.array(values, np.float32))
@@ -182,20 +191,28 @@ class HealthWriter:
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
-def _row_key(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], arrays: tuple) -> tuple:
+def _row_key(
+    dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], arrays: tuple
+) -> tuple:
     """Rows of one layout (tags, layer count: it changes when layers are frozen between fits)."""
-    return dense_tags, sparse_tags, tuple((a.shape[1:], a.dtype.str) for a in arrays)
+    return dense_tags, sparse_tags, plain_tags, tuple((a.shape[1:], a.dtype.str) for a in arrays)
 
 
 @functools.lru_cache(maxsize=64)
-def _row_writer(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], columns: tuple) -> Any:
+def _row_writer(
+    dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], columns: tuple
+) -> Any:
     """A graph function writing many rows per call to any writer: eager summary ops cost ~0.1 ms each.
 
     Dense columns are written every row; sparse ones (learning rate, step time, memory,
     non-finite counts) only where the host left a finite value, and per-layer weight
     norms only on sampled rows: fewer records, same information. Traced once per process
     for a layout, for any number of rows and any writer.
+
+    plain_tags: per dense then sparse column, the tag it is also written under for TensorBoard's
+    Scalars dashboard ("" for none), from the same value in the same loop.
     """
+    plain_dense, plain_sparse = plain_tags[: len(dense_tags)], plain_tags[len(dense_tags) :]
     signature = [tf.TensorSpec([], tf.resource)] + [
         tf.TensorSpec((None, *shape), tf.as_dtype(np.dtype(dtype))) for shape, dtype in columns
     ]
@@ -206,9 +223,13 @@ def _row_writer(dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], colum
             step = steps[i]
             for j, tag in enumerate(dense_tags):
                 _write(writer, tag, dense[i, j], step, _SCALAR_METADATA)
+                if plain_dense[j]:
+                    _write(writer, plain_dense[j], dense[i, j], step, _PLAIN_SCALAR_METADATA)
             for j, tag in enumerate(sparse_tags):
                 if tf.math.is_finite(sparse[i, j]):
                     _write(writer, tag, sparse[i, j], step, _SCALAR_METADATA)
+                    if plain_sparse[j]:
+                        _write(writer, plain_sparse[j], sparse[i, j], step, _PLAIN_SCALAR_METADATA)
             _write(writer, tags.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step, _TENSOR_METADATA)
             if weight_rows[i]:
                 _write(writer, tags.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step, _TENSOR_METADATA)

@@ -95,6 +95,15 @@ class Recording:
         self.pending: list[Event] = []
         self._last_event_step = -1
         self._events_lock = threading.Lock()  # event records come from the watchdog's thread too
+        # Also written as plain scalars for TensorBoard's Scalars dashboard (`plain_scalars`).
+        self._plain_step: dict[str, str] = dict(tags.SCALARS_STEP_TAGS)
+        self._plain_epoch = True
+
+    def plain_scalars(self, step_tags: dict[str, str], epoch: bool) -> None:
+        """Which values also go to TensorBoard's Scalars dashboard from now on: {our per-step
+        tag: plain tag}, and whether the epoch logs do (not what Keras' TensorBoard callback
+        already writes into the same run)."""
+        self._plain_step, self._plain_epoch = dict(step_tags), epoch
 
     def open(self) -> HealthWriter:
         """The event file's writer: the one still open if the previous fit ended just now
@@ -125,7 +134,9 @@ class Recording:
         """A window of the step probe's rows: `dense` tags on every row, `sparse` ones where
         finite; per-layer gradient norms on every row, weight norms on the sampled rows."""
         steps, weight_rows = rows.steps, rows.weight_rows
-        self.open().write_rows(steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows)
+        plain = {tag: self._plain_step[tag] for tag in (*dense, *sparse) if tag in self._plain_step}
+        writer = self.open()
+        writer.write_rows(steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows, plain)
         for tag, values in {**dense, **sparse}.items():
             keep = np.isfinite(values) if tag in sparse else slice(None)
             self.memory.add_series(sig.OUR_SCALARS[tag], steps[keep], values[keep])
@@ -140,9 +151,13 @@ class Recording:
             self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps, rows)
 
     def epoch(self, step: int, epoch: int, logs: dict[str, float]) -> None:
-        """Keras' epoch logs (loss, metrics, validation) as `health/epoch/<key>`."""
+        """Keras' epoch logs (loss, metrics, validation) as `health/epoch/<key>`, and as
+        `epoch/<key>` for TensorBoard's Scalars dashboard."""
         values = {tags.epoch_tag(key): value for key, value in logs.items()}
         self.open().write_scalars(step, {**values, tags.epoch_tag("epoch"): float(epoch + 1)})
+        if self._plain_epoch:
+            plain = {tags.SCALARS_EPOCH_PREFIX + key: value for key, value in logs.items()}
+            self.open().write_scalars(step, plain, plain=True)
         for tag, value in values.items():
             if tag in sig.OUR_SCALARS:
                 self.memory.add_series(sig.OUR_SCALARS[tag], [step], [value])

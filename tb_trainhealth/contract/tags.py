@@ -56,6 +56,21 @@ TAG_EVENTS = "health/events"  # a JSON list of events: never sampled away
 TAG_PREFLIGHT = "health/preflight"
 
 
+# The same values again as plain scalars (plugin "scalars"), for TensorBoard's own Scalars and
+# Time Series dashboards: a run recorded only with HealthCallback shows its loss curve where
+# users always look. Written from the rows the callback already reads back (no op in the step).
+# Readers never read them (ours above hold the same values): no name here is one that
+# `series.TRAIN_LOSS_TAGS` maps, so they are never taken for a loss curve of their own.
+SCALARS_PLUGIN_NAME = "scalars"
+SCALARS_STEP_TAGS = {
+    TAG_LOSS: "step/loss",
+    TAG_GRAD_NORM: "step/grad_norm",
+    TAG_LEARNING_RATE: "step/learning_rate",
+}
+# Keras' epoch logs as "epoch/<key>" (epoch/loss, epoch/val_loss, epoch/accuracy, ...).
+SCALARS_EPOCH_PREFIX = "epoch/"
+
+
 class SchemaError(ValueError):
     """Plugin data this reader cannot interpret."""
 
@@ -82,6 +97,14 @@ def summary_metadata(data_class: int, plugin_name: str = PLUGIN_NAME) -> summary
 
 def scalar_metadata() -> summary_pb2.SummaryMetadata:
     return summary_metadata(summary_pb2.DATA_CLASS_SCALAR)
+
+
+def plain_scalar_metadata() -> summary_pb2.SummaryMetadata:
+    """What `tf.summary.scalar` writes: TensorBoard's Scalars and Time Series dashboards show it."""
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=SCALARS_PLUGIN_NAME),
+        data_class=summary_pb2.DATA_CLASS_SCALAR,
+    )
 
 
 def tensor_metadata() -> summary_pb2.SummaryMetadata:

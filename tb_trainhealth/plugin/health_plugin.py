@@ -22,9 +22,10 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from tb_trainhealth import event_files
 from tb_trainhealth.contract import series, tags
 from tb_trainhealth.findings import STATUS_ORDER
-from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.plugin.lead_chart import lead_chart
 from tb_trainhealth.reader import SignalReader
 from tb_trainhealth.signals import RunSignals
@@ -89,6 +90,21 @@ class HealthPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self._provider = context.data_provider
         self._caches: dict[str, DiagnosisCache] = {}
+        # Event files TensorBoard cannot read in full (garbage, truncated, bad checksums): its
+        # loaders skip them silently. A local --logdir only (URLs such as gs://: not checked;
+        # --logdir_spec leaves context.logdir empty).
+        logdir = getattr(context, "logdir", None) or ""
+        self._files = (
+            event_files.BackgroundChecker(logdir, ttl=LISTING_TTL_SECONDS) if logdir and "://" not in logdir else None
+        )
+        if self._files is not None:
+            self._files.latest(wait=0)  # under way before the first request, beside TensorBoard's loading
+
+    def _file_problems(self, names: set[str]) -> dict[str, list[event_files.FileProblem]]:
+        """The logdir's event-file problems by run group (a first look waits for them briefly)."""
+        if self._files is None:
+            return {}
+        return event_files.by_group(self._files.latest(wait=ANSWER_WITHIN_SECONDS), names)
 
     def _cache(self, request) -> DiagnosisCache:
         """The experiment's diagnoses. It keeps no request context: every call into it takes
@@ -146,6 +162,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         """Every run, worst first; runs still being diagnosed come last as "pending"."""
         _check_params(request, allowed=())
         diagnoses, pending = self._cache(request).all(_ctx(request))
+        problems = self._file_problems({d.group.name for d in diagnoses} | {g.name for g in pending})
         runs = []
         for d in diagnoses:
             counts = {label: 0 for label in ("critical", "warning", "info")}
@@ -158,28 +175,37 @@ class HealthPlugin(base_plugin.TBPlugin):
                     "counts": counts,
                     "has_health_data": d.signals.has_health_data,
                     **_last_position(d.signals),
-                    "errors": d.errors,
+                    **_file_errors(d.errors, problems.pop(d.group.name, [])),
                 }
             )
         for group in pending:
-            runs.append(
-                {
-                    "run": group.name,
-                    "status": PENDING,
-                    "counts": {"critical": 0, "warning": 0, "info": 0},
-                    "has_health_data": False,
-                    "last_step": None,
-                    "last_epoch": None,
-                    "errors": [],
-                }
-            )
+            runs.append(_unread_run(group.name, PENDING, problems.pop(group.name, [])))
+        for name, found in problems.items():  # runs TensorBoard lists not at all: nothing in them is readable
+            if any(p.is_error for p in found):
+                runs.append(_unread_run(name, "ok", found))
         order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
         runs.sort(key=lambda r: (order[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
         return {"runs": runs}
 
     def _findings(self, request) -> dict[str, Any]:
         _check_params(request, allowed=("run",))
-        diagnosis = self._diagnosis(request)
+        run = _param(request, "run")
+        diagnosis = self._cache(request).one(run, _ctx(request))
+        if diagnosis is None:
+            found = self._file_problems(set()).get(run, [])
+            if not any(p.is_error for p in found):
+                raise errors.NotFoundError(f"no run named {run[:200]!r}")
+            return {  # listed by the runs route for its unreadable event files only
+                "run": run,
+                "status": "ok",
+                "has_health_data": False,
+                "axis": series.STEP_AXIS,
+                "layers": [],
+                "series": [],
+                "findings": [],
+                "events": [],
+                **_file_errors([], found),
+            }
         return {
             "run": diagnosis.group.name,
             "status": diagnosis.status,
@@ -191,7 +217,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "lead": lead_chart(diagnosis.signals, diagnosis.findings),
             "timeline": [entry.to_dict() for entry in timeline(diagnosis.signals)],
             "events": [event.to_json() for event in diagnosis.signals.events],
-            "errors": diagnosis.errors,
+            **_file_errors(diagnosis.errors, self._file_problems({diagnosis.group.name}).get(diagnosis.group.name, [])),
         }
 
     def _series(self, request) -> dict[str, Any]:
@@ -228,6 +254,29 @@ class HealthPlugin(base_plugin.TBPlugin):
         if diagnosis is None:
             raise errors.NotFoundError(f"no run named {run[:200]!r}")
         return diagnosis
+
+
+def _file_errors(errors: list[str], problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """`errors`: every error in plain words (the unreadable files' too); `file_errors`: one
+    {"file", "error", "kind"} per event file not read in full, kind one of event_files'
+    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE (a note: still being written)."""
+    return {
+        "errors": [*errors, *(p.text() for p in problems if p.is_error)],
+        "file_errors": [p.to_dict() for p in problems],
+    }
+
+
+def _unread_run(name: str, status: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """A run not diagnosed (yet): pending, or listed only for its unreadable event files."""
+    return {
+        "run": name,
+        "status": status,
+        "counts": {"critical": 0, "warning": 0, "info": 0},
+        "has_health_data": False,
+        "last_step": None,
+        "last_epoch": None,
+        **_file_errors([], problems),
+    }
 
 
 def _ctx(request):
