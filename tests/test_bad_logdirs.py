@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -270,3 +271,29 @@ def test_text_output_and_watch_say_what_is_wrong_with_each_file(tmp_path):
     assert watch.returncode == 0 and "Traceback" not in watch.stderr, watch.stderr
     lines = [line for line in watch.stdout.splitlines() if "[error]" in line]
     assert len(lines) == 1 and "[error] garbage: garbage/events.out.tfevents.1.host: unreadable: " in lines[0]
+
+
+def test_a_big_file_is_walked_a_budget_at_a_time_and_finished_by_later_checks(tmp_path):
+    """The walk stops after BYTES_PER_CHECK per file; the next check goes on to the end and
+    then finds the damage at the file's tail."""
+    from tb_trainhealth import event_files
+
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "events.out.tfevents.1.host"
+    data = b"x" * 1000
+    header = struct.pack("<Q", len(data))
+    record = header + struct.pack("<I", event_files._masked_crc(header))
+    record += data + struct.pack("<I", event_files._masked_crc(data))
+    path.write_bytes(record * 50 + record[:500])  # ~50 KB, cut inside its last record
+    old = time.time() - 2 * event_files.LIVE_SECONDS
+    os.utime(path, (old, old))
+    checker = event_files.EventFileChecker(str(tmp_path))
+    budget = event_files.BYTES_PER_CHECK
+    try:
+        event_files.BYTES_PER_CHECK = 10 * len(record)
+        passes = [checker.check() for _ in range(6)]
+    finally:
+        event_files.BYTES_PER_CHECK = budget
+    assert passes[0] == {}  # the first 10 records are fine
+    assert [p.kind for p in passes[-1]["run"]] == [event_files.TRUNCATED]
