@@ -34,9 +34,16 @@ OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
 # Inputs whose typical magnitude is beyond this are far outside the scale weights are
 # initialised for (Glorot/He assume unit-variance inputs): raw 0-255 pixels, prices, counts.
 UNNORMALIZED_SCALE = 20.0
+# Inputs whose largest magnitude is below this are scaled to almost nothing: pixels divided by
+# 255 twice (max 0.0039), a unit conversion applied twice. The first layer's outputs are then
+# its biases, and its kernel must grow ~1000x before the input counts. Judged on the largest
+# value, not the RMS: sparse features (one-hot, bag of words) have a tiny RMS but values ~1,
+# and L2-normalised dense vectors of 10k dimensions still reach ~0.04.
+TINY_INPUT_MAX = 0.01
 # Layers that normalise or look up their input themselves: their models take raw values.
+# (Rescaling is plain arithmetic: what comes out of it is judged, so a Rescaling(1/255) on data
+# already in [0, 1] is seen.)
 _SELF_SCALING = (
-    "Rescaling",
     "Normalization",
     "BatchNormalization",
     "LayerNormalization",
@@ -203,6 +210,12 @@ def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
     if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
         return [LintEvent(0, LintCheck.CONSTANT_INPUT, input_value=float(finite[0]))]
     scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
+    if float(np.max(np.abs(finite))) < TINY_INPUT_MAX:
+        return [
+            LintEvent(
+                0, LintCheck.TINY_INPUT, input_rms=scale, input_min=float(finite.min()), input_max=float(finite.max())
+            )
+        ]
     if scale < UNNORMALIZED_SCALE:
         return []
     return [

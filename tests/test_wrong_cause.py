@@ -1,0 +1,173 @@
+"""Issue 23: runs that train without an error and learn the wrong thing get their cause named.
+
+Real training (demo/scenarios.py WRONG_CAUSE_SCENARIOS: each class on an MLP and a CNN, each
+with a healthy twin), and the rules on synthetic signals at their thresholds' edges."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from conftest import diagnose_logdir
+from scenarios import WRONG_CAUSE_SCENARIOS
+
+from tb_trainhealth import engine
+from tb_trainhealth.callback.data_lint import check_input_scale
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import LayerWeights, LintEvent, NonfiniteEvent, WeightInitEvent
+from tb_trainhealth.contract.vocab import LintCheck, LossKind
+from tb_trainhealth.findings import Severity
+from tb_trainhealth.rules.class_balance import check_majority_class
+from tb_trainhealth.rules.initialization import check_bad_initialization
+from tb_trainhealth.rules.training_data import check_unnormalized_target, labels_unrelated
+from tb_trainhealth.signals import RunSignals, Series
+
+# The wrong causes these runs used to get: they must not speak for them any more.
+WRONG_CAUSES = {
+    "init_nan": {"nonfinite", "loss_divergence", "exploding_gradients", "dead_relu"},
+    "shuffled_labels": {"overfitting"},
+    "tiny_inputs": {"dead_relu"},
+    "majority_class": {"loss_plateau"},
+    "unscaled_targets": {"loss_plateau", "undertrained"},
+}
+
+
+def loud(findings) -> dict[str, object]:
+    return {f.code: f for f in findings if f.severity >= Severity.WARNING}
+
+
+@pytest.fixture(scope="module")
+def wrong_cause_findings(tmp_path_factory):
+    root = tmp_path_factory.mktemp("wrong_cause")
+    for scenario in WRONG_CAUSE_SCENARIOS:
+        scenario.train(str(root / scenario.name))
+    return diagnose_logdir(str(root))
+
+
+@pytest.mark.parametrize("scenario", [s for s in WRONG_CAUSE_SCENARIOS if not s.expected], ids=lambda s: s.name)
+def test_healthy_twin_stays_quiet(scenario, wrong_cause_findings):
+    assert loud(wrong_cause_findings[scenario.name]) == {}
+
+
+@pytest.mark.parametrize("scenario", [s for s in WRONG_CAUSE_SCENARIOS if s.expected], ids=lambda s: s.name)
+def test_broken_run_is_given_its_cause_first(scenario, wrong_cause_findings):
+    findings = wrong_cause_findings[scenario.name]
+    found = loud(findings)
+    (code,) = scenario.expected
+    assert code in found, [f.title for f in findings]
+    assert findings[0].code == code, [f.code for f in findings]  # the cause leads
+    assert found[code].detail and found[code].fixes and found[code].fixes[0].code
+    wrong = next((codes for prefix, codes in WRONG_CAUSES.items() if scenario.name.startswith(prefix)), set())
+    assert not wrong & set(found), [f.title for f in findings]
+
+
+# -- majority_class ---------------------------------------------------------------------------
+def stats(**fields) -> LintEvent:
+    return LintEvent(0, LintCheck.LABEL_STATISTICS, batches=20, **fields)
+
+
+def epochs(**series) -> dict[str, Series]:
+    return {name: Series.of(np.arange(1, len(v) + 1), v) for name, v in series.items()}
+
+
+def test_majority_class_needs_flat_accuracy_at_the_majority_share():
+    counts = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=2, class_counts=(600.0, 40.0))
+    flat = [0.91, 0.9375, 0.9375, 0.9375, 0.9375]
+    run = RunSignals("r", series=epochs(epoch_accuracy=flat, epoch_loss=[0.4, 0.25, 0.24, 0.24, 0.24]), events=[counts])
+    (finding,) = check_majority_class(run)
+    assert finding.code == "majority_class" and "class 0" in finding.title and "class_weight" in finding.fixes[0].code
+    moving = [0.91, 0.93, 0.95, 0.94, 0.96]  # a model that predicts the rare class for some samples
+    assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=moving), events=[counts])) == []
+    elsewhere = [0.80, 0.80, 0.80, 0.80]  # flat, but not at the majority share
+    assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=elsewhere), events=[counts])) == []
+    balanced = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0,) * 4)
+    at_chance = [0.25] * 5  # a plateau at chance, not a majority-class predictor
+    assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=at_chance), events=[balanced])) == []
+
+
+# -- bad_initialization -----------------------------------------------------------------------
+def weights(*layers: LayerWeights, normalized: bool = False) -> WeightInitEvent:
+    return WeightInitEvent(0, {f"dense_{i}": layer for i, layer in enumerate(layers)}, normalized=normalized)
+
+
+CONSTANT = LayerWeights("relu", fan_in=10, units=32, std=0.0, mean=0.05)
+HE = LayerWeights("relu", fan_in=32, units=32, std=0.25, mean=0.0)
+UNIT = LayerWeights("relu", fan_in=64, units=64, std=1.0, mean=0.0)
+
+
+def test_symmetric_initialisation_needs_a_constant_kernel_feeding_another():
+    out = LayerWeights("linear", fan_in=32, units=4, std=0.0, mean=0.05)
+    (finding,) = check_bad_initialization(RunSignals("r", events=[weights(CONSTANT, dataclass_copy(CONSTANT), out)]))
+    assert finding.severity == Severity.CRITICAL and "Symmetric" in finding.title
+    # A random layer after a constant one breaks the tie (zero-initialised heads, residual branches).
+    assert check_bad_initialization(RunSignals("r", events=[weights(CONSTANT, HE, out)])) == []
+    assert check_bad_initialization(RunSignals("r", events=[weights(HE, HE, out)])) == []
+
+
+def dataclass_copy(layer: LayerWeights) -> LayerWeights:
+    return LayerWeights(layer.activation, layer.fan_in, layer.units, layer.std, layer.mean)
+
+
+def test_weights_too_large_explain_a_nan_and_silence_the_learning_rate_advice():
+    deep = weights(*(UNIT,) * 5)  # 5.7x per layer: 6e3x over the network
+    nan = NonfiniteEvent(3, "loss")
+    loss = {sig.LOSS: Series.of([1, 2, 3], [3e4, 2e5, np.nan])}
+    run = RunSignals("r", series=loss, events=[deep, nan])
+    (finding,) = check_bad_initialization(run)
+    assert "NaN at step 3" in finding.title and "he_normal" in finding.fixes[0].code
+    assert [f.code for f in engine.diagnose(run) if f.severity >= Severity.WARNING] == ["bad_initialization"]
+    # No NaN and no blow-up: large weights alone are not this finding.
+    calm = {sig.LOSS: Series.of(np.arange(1, 41), np.linspace(2.0, 1.0, 40))}
+    assert check_bad_initialization(RunSignals("r", series=calm, events=[deep])) == []
+    # He-scaled weights: the NaN has another cause, nonfinite keeps it.
+    run = RunSignals("r", series=loss, events=[weights(*(HE,) * 5), nan])
+    assert check_bad_initialization(run) == []
+    assert "nonfinite" in {f.code for f in engine.diagnose(run)}
+    # Normalisation layers reset the scale: the product means nothing.
+    assert (
+        check_bad_initialization(RunSignals("r", series=loss, events=[weights(*(UNIT,) * 5, normalized=True), nan]))
+        == []
+    )
+
+
+# -- unnormalized_target -----------------------------------------------------------------------
+def test_unscaled_targets_only_when_the_model_is_no_better_than_their_mean():
+    prices = stats(loss=LossKind.MEAN_SQUARED_ERROR, units=1, count=640, mean=1200.0, variance=7e4)
+    stuck = RunSignals("r", series=epochs(epoch_loss=[1.5e6, 1.48e6, 1.45e6]), events=[prices])
+    (finding,) = check_unnormalized_target(stuck)
+    assert "1200" in finding.title and "y_std" in finding.fixes[0].code
+    learned = RunSignals("r", series=epochs(epoch_loss=[1.5e6, 3e4, 900.0]), events=[prices])
+    assert check_unnormalized_target(learned) == []  # it reached the targets' scale: no finding
+    unit = stats(loss=LossKind.MEAN_SQUARED_ERROR, units=1, count=640, mean=1.0, variance=4.0)
+    assert check_unnormalized_target(RunSignals("r", series=epochs(epoch_loss=[5.0, 5.0]), events=[unit])) == []
+
+
+# -- label_problem: labels that do not belong to their inputs ------------------------------------
+def test_validation_at_chance_from_the_first_epoch_is_a_pairing_problem_not_overfitting():
+    counts = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0, 150.0, 170.0, 160.0))
+    train = [0.27, 0.30, 0.36, 0.45, 0.55, 0.66]
+    val_loss = [1.39, 1.40, 1.43, 1.48, 1.55, 1.64]
+    series = epochs(
+        epoch_accuracy=train,
+        epoch_val_accuracy=[0.25, 0.24, 0.27, 0.23, 0.26, 0.25],
+        epoch_loss=[1.38, 1.33, 1.25, 1.12, 0.98, 0.82],
+        epoch_val_loss=val_loss,
+    )
+    run = RunSignals("r", series=series, events=[counts])
+    (finding,) = labels_unrelated(run)
+    assert finding.severity == Severity.CRITICAL and "do not belong" in finding.title
+    assert "overfitting" not in {f.code for f in engine.diagnose(run)}
+    # Validation leaving chance at any epoch: a real signal was learned.
+    series[sig.EPOCH_VAL_ACCURACY] = Series.of(np.arange(1, 7), [0.25, 0.30, 0.38, 0.40, 0.41, 0.40])
+    assert labels_unrelated(RunSignals("r", series=series, events=[counts])) == []
+
+
+# -- unnormalized_input: inputs scaled to almost nothing -----------------------------------------
+def test_tiny_inputs_are_named_but_sparse_features_are_not():
+    model = keras.Sequential([keras.Input((300,)), keras.layers.Dense(4)])
+    rng = np.random.default_rng(0)
+    (event,) = check_input_scale(model, (rng.random((64, 300)) / 255).astype("float32"))
+    assert event.check == LintCheck.TINY_INPUT and event.input_max < 0.01
+    one_hot = np.eye(300, dtype="float32")[rng.integers(0, 300, 64)]  # RMS 0.06, values 0 and 1
+    assert check_input_scale(model, one_hot) == []
+    assert check_input_scale(model, rng.random((64, 300)).astype("float32")) == []
