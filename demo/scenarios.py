@@ -801,3 +801,71 @@ WRONG_CAUSE_SCENARIOS = (
     Scenario("shuffled_labels_mlp", shuffled_labels_mlp, ("label_problem",)),
     Scenario("shuffled_labels_cnn", shuffled_labels_cnn, ("label_problem",)),
 )
+
+
+def _batch_softmax_loss(y_true, logits):
+    """Hand-written cross-entropy with the softmax over axis 0: the batch, not the classes."""
+    log_p = tf.nn.log_softmax(logits, axis=0)
+    return -tf.reduce_mean(tf.gather(log_p, tf.cast(tf.reshape(y_true, [-1]), tf.int32), axis=1, batch_dims=1))
+
+
+def _summed_loss(y_true, logits):
+    """Hand-written cross-entropy summed over the batch instead of averaged."""
+    return tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True))
+
+
+def _mean_loss(y_true, logits):
+    """Hand-written cross-entropy done right: softmax over the classes, mean over the batch."""
+    log_p = tf.nn.log_softmax(logits, axis=-1)
+    return -tf.reduce_mean(tf.gather(log_p, tf.cast(tf.reshape(y_true, [-1]), tf.int32), axis=1, batch_dims=1))
+
+
+def _custom_loss_mlp(loss, log_dir: str, seed: int):
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-3), loss, metrics=["sparse_categorical_accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def _custom_loss_cnn(loss, log_dir: str, seed: int):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), loss, metrics=["sparse_categorical_accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def loss_wrong_axis_mlp(log_dir: str, seed: int = 0):
+    return _custom_loss_mlp(_batch_softmax_loss, log_dir, seed)
+
+
+def loss_wrong_axis_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_batch_softmax_loss, log_dir, seed)
+
+
+def loss_summed_mlp(log_dir: str, seed: int = 0):
+    return _custom_loss_mlp(_summed_loss, log_dir, seed)
+
+
+def loss_summed_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_summed_loss, log_dir, seed)
+
+
+def custom_loss_mlp(log_dir: str, seed: int = 0):
+    """Twin of loss_wrong_axis_mlp and loss_summed_mlp: the hand-written loss done right."""
+    return _custom_loss_mlp(_mean_loss, log_dir, seed)
+
+
+def custom_loss_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_mean_loss, log_dir, seed)
+
+
+WRONG_CAUSE_SCENARIOS += (
+    Scenario("loss_wrong_axis_mlp", loss_wrong_axis_mlp, ("loss_metric_mismatch",)),
+    Scenario("loss_wrong_axis_cnn", loss_wrong_axis_cnn, ("loss_metric_mismatch",)),
+    Scenario("loss_summed_mlp", loss_summed_mlp, ("loss_metric_mismatch",)),
+    Scenario("loss_summed_cnn", loss_summed_cnn, ("loss_metric_mismatch",)),
+    Scenario("custom_loss_mlp", custom_loss_mlp, ()),
+    Scenario("custom_loss_cnn", custom_loss_cnn, ()),
+)

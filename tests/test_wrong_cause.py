@@ -19,6 +19,7 @@ from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.class_balance import check_majority_class
 from tb_trainhealth.rules.initialization import check_bad_initialization
+from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
 from tb_trainhealth.rules.training_data import check_unnormalized_target, labels_unrelated
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -29,6 +30,7 @@ WRONG_CAUSES = {
     "tiny_inputs": {"dead_relu"},
     "majority_class": {"loss_plateau"},
     "unscaled_targets": {"loss_plateau", "undertrained"},
+    "loss_": {"loss_plateau", "undertrained"},
 }
 
 
@@ -171,3 +173,21 @@ def test_tiny_inputs_are_named_but_sparse_features_are_not():
     one_hot = np.eye(300, dtype="float32")[rng.integers(0, 300, 64)]  # RMS 0.06, values 0 and 1
     assert check_input_scale(model, one_hot) == []
     assert check_input_scale(model, rng.random((64, 300)).astype("float32")) == []
+
+
+# -- loss_metric_mismatch ----------------------------------------------------------------------
+def test_a_custom_loss_that_contradicts_the_accuracy_is_named():
+    custom = stats(loss=None, units=4, class_counts=(160.0, 160.0, 160.0, 160.0))  # 20 batches of 32
+    wrong_axis = epochs(epoch_accuracy=[0.6, 0.9, 0.97], epoch_loss=[3.3, 2.9, 2.8])  # ln 4 = 1.39
+    (finding,) = check_loss_metric_mismatch(RunSignals("r", series=wrong_axis, events=[custom]))
+    assert "contradicts" in finding.title and "axis=-1" in finding.fixes[0].code
+    right = epochs(epoch_accuracy=[0.6, 0.9, 0.97], epoch_loss=[1.1, 0.3, 0.1])
+    assert check_loss_metric_mismatch(RunSignals("r", series=right, events=[custom])) == []
+    summed = {sig.LOSS: Series.of([1, 2, 3], [44.0, 40.0, 35.0])}  # 32 x ln 4 = 44.4
+    (finding,) = check_loss_metric_mismatch(RunSignals("r", series=summed, events=[custom]))
+    assert "summed" in finding.title and "reduce_sum" in finding.fixes[0].code
+    mean = {sig.LOSS: Series.of([1, 2, 3], [1.45, 1.3, 1.2])}
+    assert check_loss_metric_mismatch(RunSignals("r", series=mean, events=[custom])) == []
+    # Keras' own losses are never judged here.
+    builtin = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0,) * 4)
+    assert check_loss_metric_mismatch(RunSignals("r", series=wrong_axis, events=[builtin])) == []

@@ -259,7 +259,7 @@ class BatchLint:
             events += self._first_batch(labels)
         if not self._scale_checked and (self._probe_samples() >= SCALE_SAMPLES or self.done):
             events += self._input_scale()
-        if labels is not None and self.loss is not None:
+        if labels is not None and (self.loss is not None or self._custom_classifier):
             self._gather(labels)
         if self.batches_seen == LABEL_BATCHES:
             events += self.label_statistics()
@@ -296,8 +296,14 @@ class BatchLint:
                 events += check_output_range(self.loss, self.activation, self.layer, labels)
         return events
 
+    @property
+    def _custom_classifier(self) -> bool:
+        """A loss of the user's own (or a bare function) on several output units: the class counts
+        still say what chance and a correct cross-entropy look like (rules/loss_metric.py)."""
+        return self.loss is None and (self.units or 0) > 1
+
     def _gather(self, labels: np.ndarray) -> None:
-        if self.loss in CATEGORICAL_LOSSES:
+        if self.loss in CATEGORICAL_LOSSES or self._custom_classifier:
             if self.ignore_class is not None:
                 labels = labels[labels != self.ignore_class]
             one_hot = self.loss == LossKind.CATEGORICAL_CROSSENTROPY or (
@@ -322,7 +328,7 @@ class BatchLint:
     def label_statistics(self) -> list[LintEvent]:
         """Once: class counts (classification) or target mean/variance (regression), and
         `single_class` when nearly every sampled label is one class."""
-        if self.loss is None or self._statistics_given or self.batches_seen == 0:
+        if (self.loss is None and not self._custom_classifier) or self._statistics_given or self.batches_seen == 0:
             return []
         self._statistics_given = True
         base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen}

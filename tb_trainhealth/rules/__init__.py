@@ -17,6 +17,7 @@ from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vani
 from tb_trainhealth.rules.initialization import check_bad_initialization
 from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
 from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
 from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
@@ -74,14 +75,20 @@ _BROKEN_SET_UP = {
     "bad_initialization": Severity.CRITICAL,
     "majority_class": Severity.WARNING,
     "unnormalized_target": Severity.WARNING,
+    "loss_metric_mismatch": Severity.WARNING,
 }
 
 # Issue 23: a cause found from the set-up explains the symptom rules' findings, which would
 # otherwise name a wrong cause (lower the learning rate, overfitting, a plateau, dead units).
 # Initial weights too large (or symmetric) explain the NaN, the blow-up before it, the plateau.
 _BAD_INIT = {"bad_initialization": Severity.CRITICAL}
-# A model stuck at the class prior or at the targets' mean: the plateau is that, not the learning rate.
-_STUCK_AT_BASELINE = {"majority_class": Severity.WARNING, "unnormalized_target": Severity.WARNING}
+# A model stuck at the class prior or at the targets' mean, or a loss that measures something
+# else: the plateau is that, not the learning rate.
+_STUCK_AT_BASELINE = {
+    "majority_class": Severity.WARNING,
+    "unnormalized_target": Severity.WARNING,
+    "loss_metric_mismatch": Severity.WARNING,
+}
 
 # A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
 # (a wrong output activation, labels that do not fit the loss, unscaled inputs): the lint's
@@ -116,6 +123,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_unnormalized_input, ("unnormalized_input",)),
     RuleSpec(check_unnormalized_target, ("unnormalized_target",)),
     RuleSpec(check_majority_class, ("majority_class",)),
+    RuleSpec(check_loss_metric_mismatch, ("loss_metric_mismatch",)),
     RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
     # Inputs scaled to almost nothing (or far too large) explain dead units too.

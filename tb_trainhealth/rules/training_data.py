@@ -232,13 +232,14 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
 
 
 # Labels that do not belong to their inputs (x and y shuffled separately): validation accuracy
-# within CHANCE_MARGIN of chance (between guessing by the class frequencies, sum p^2, and always
-# answering the majority class; 1/K without class counts) at every epoch,
+# never more than CHANCE_MARGIN above chance (between guessing by the class frequencies, sum p^2,
+# and always answering the majority class; 1/K without class counts), its median at chance,
 # at least MIN_CHANCE_EPOCHS of them, while training accuracy ends at least MEMORISED above
 # chance (the model memorises the training pairs). Measured (`python bench/rule_zoo.py --only
-# shuffled`): broken MLP and CNN runs stay within 0.04 of chance on 200-320 validation samples
-# while training accuracy climbs 0.2-0.6 above it; the healthy twins leave chance by 0.3+ in
-# their first epoch, and the overfitting scenario's validation accuracy stays 0.2+ above chance.
+# shuffled`, seeds 0-1): broken MLP and CNN runs (160 validation samples) never go more than
+# 0.01 above the majority share, one epoch down to 0.16 (4 classes), while training accuracy
+# climbs to 0.96-1.0; the healthy twins' validation accuracy is 0.29+ above chance after their
+# first epoch, the overfitting scenario's 0.6 above it.
 CHANCE_MARGIN = 0.07
 MIN_CHANCE_EPOCHS = 4
 MEMORISED = 0.15
@@ -291,8 +292,10 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
     val_values, train_values = val.values[val_at], train.values[train_at]
     if not (np.isfinite(val_values).all() and np.isfinite(train_values).all()):
         return []
-    at_chance = (val_values >= low - CHANCE_MARGIN) & (val_values <= high + CHANCE_MARGIN)
-    if not at_chance.all() or train_values[-1] < high + MEMORISED:
+    # Never above chance is what counts; below it, small validation sets wander (one epoch of
+    # 160 samples at 0.16 for 4 classes), so only their median must be at chance.
+    never_above = bool((val_values <= high + CHANCE_MARGIN).all())
+    if not never_above or np.median(val_values) < low - CHANCE_MARGIN or train_values[-1] < high + MEMORISED:
         return []
     first, last = int(common[0]), int(common[-1])
     return [
