@@ -11,7 +11,8 @@ import pytest
 from conftest import diagnose_logdir
 from scenarios import WRONG_CAUSE_SCENARIOS
 
-from tb_trainhealth import engine
+import tb_trainhealth
+from tb_trainhealth import HealthCallback, engine
 from tb_trainhealth.callback.data_lint import check_input_scale
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, LintEvent, NonfiniteEvent, WeightInitEvent
@@ -191,3 +192,48 @@ def test_a_custom_loss_that_contradicts_the_accuracy_is_named():
     # Keras' own losses are never judged here.
     builtin = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0,) * 4)
     assert check_loss_metric_mismatch(RunSignals("r", series=wrong_axis, events=[builtin])) == []
+
+
+# -- preflight: the same cause, named before the first step ----------------------------------------
+def _symmetric_mlp() -> keras.Model:
+    same = keras.initializers.Constant(0.05)
+    return keras.Sequential(
+        [
+            keras.Input((10,)),
+            keras.layers.Dense(32, activation="relu", kernel_initializer=same),
+            keras.layers.Dense(4, kernel_initializer=same),
+        ]
+    )
+
+
+def test_preflight_names_a_symmetric_initialisation_before_training(tmp_path):
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 10)).astype("float32"), rng.integers(0, 4, 64).astype("int32")
+    model = _symmetric_mlp()
+    model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    report = tb_trainhealth.preflight(model, x, y)
+    codes = [f.code for f in report.findings if f.severity >= Severity.WARNING]
+    assert codes[0] == "bad_initialization", codes
+    healthy = keras.Sequential([keras.Input((10,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+    healthy.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert "bad_initialization" not in {f.code for f in tb_trainhealth.preflight(healthy, x, y).findings}
+
+
+def test_a_nan_from_the_initialisation_is_named_with_or_without_preflight(tmp_path):
+    from scenarios import _classes, _deep_relu_mlp
+
+    x, y = _classes(640, 10, 4, 0)
+    for preflight in (True, False):
+        keras.utils.set_random_seed(0)
+        model = _deep_relu_mlp(keras.initializers.RandomNormal(stddev=1.0))
+        model.compile(keras.optimizers.SGD(0.01, momentum=0.9), keras.losses.SparseCategoricalCrossentropy(True))
+        callback = HealthCallback(str(tmp_path / f"p{preflight}"), preflight=preflight, verbose=False)
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[callback])
+    runs = diagnose_logdir(str(tmp_path))
+    for name in ("pTrue", "pFalse"):
+        found = [f for f in runs[name] if f.severity >= Severity.WARNING]
+        assert found[0].code == "bad_initialization" and "nonfinite" not in {f.code for f in found}, found
+        assert "learning rate does not help" in found[0].detail
+    small_batch = {f.code: f for f in runs["pTrue"]}.get("cannot_fit_small_batch")
+    assert small_batch is None or "bad_initialization" in small_batch.title + small_batch.detail

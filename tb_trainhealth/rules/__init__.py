@@ -97,6 +97,7 @@ _PREFLIGHT_EXPLAINED = {
     "output_loss_mismatch": Severity.WARNING,
     "label_problem": Severity.CRITICAL,
     "unnormalized_input": Severity.WARNING,
+    "bad_initialization": Severity.CRITICAL,
 }
 
 RULES: tuple[RuleSpec, ...] = (

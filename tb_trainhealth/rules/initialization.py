@@ -29,7 +29,7 @@ import itertools
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, WeightInitEvent
+from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 
@@ -100,12 +100,26 @@ def _symmetric(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
                 f"At train start the kernel of {stuck[0]} holds one value ({first.mean:.4g}, spread "
                 f"{first.std:.2g}), and so does the next layer's: all {first.units} units compute the same "
                 "output and get the same gradient at every step, so the layer works like a single unit, however "
-                "long it trains." + loss
+                "long it trains." + loss + _preflight_note(run)
             ),
             evidence=Evidence(("events", sig.LOSS), event.step, None, stuck[0]),
             fixes=(SYMMETRY_FIX, CHECK_FIX),
         )
     ]
+
+
+def _preflight_note(run: RunSignals) -> str:
+    """The preflight measures the same initial weights: say when its small-batch fit failed too."""
+    for event in run.events_of(PreflightEvent):
+        failed = event.fit_stopped == "nonfinite" or (
+            event.fit_end_loss is not None and event.fit_target is not None and event.fit_end_loss > event.fit_target
+        )
+        if failed:
+            return (
+                " The preflight's small-batch fit failed on these weights too (cannot_fit_small_batch, which names "
+                "the same cause)."
+            )
+    return ""
 
 
 def _loss_change(run: RunSignals) -> str:
@@ -192,7 +206,7 @@ def _too_large(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
                 f"rate: at train start, before any update, {len(large)} layer(s) had kernels far wider than their "
                 f"fan-in allows ({listed}). Each multiplies the activations' scale, so the output starts "
                 f"{total:.3g}x too large and the first gradients overflow (or throw the ReLUs dead). Lowering the "
-                "learning rate does not help."
+                "learning rate does not help." + _preflight_note(run)
             ),
             evidence=Evidence(("events", sig.LOSS), event.step, nan_at, large[0] if large else None),
             fixes=(INIT_FIX, CHECK_FIX),
