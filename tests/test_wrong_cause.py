@@ -83,6 +83,9 @@ def test_majority_class_needs_flat_accuracy_at_the_majority_share():
     assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=moving), events=[counts])) == []
     elsewhere = [0.80, 0.80, 0.80, 0.80]  # flat, but not at the majority share
     assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=elsewhere), events=[counts])) == []
+    binary = stats(loss=LossKind.BINARY_CROSSENTROPY, units=1, count=640, mean=0.0625)  # 6% positives
+    (finding,) = check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=flat), events=[binary]))
+    assert "class 0" in finding.title
     balanced = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0,) * 4)
     at_chance = [0.25] * 5  # a plateau at chance, not a majority-class predictor
     assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=at_chance), events=[balanced])) == []
@@ -126,6 +129,9 @@ def test_weights_too_large_explain_a_nan_and_silence_the_learning_rate_advice():
     run = RunSignals("r", series=loss, events=[weights(*(HE,) * 5), nan])
     assert check_bad_initialization(run) == []
     assert "nonfinite" in {f.code for f in engine.diagnose(run)}
+    # A few wide layers among He-scaled ones (trained weights loaded into a deep net): not an initialiser.
+    mixed = weights(*(HE,) * 6, *(UNIT,) * 3)
+    assert check_bad_initialization(RunSignals("r", series=loss, events=[mixed, nan])) == []
     # Normalisation layers reset the scale: the product means nothing.
     assert (
         check_bad_initialization(RunSignals("r", series=loss, events=[weights(*(UNIT,) * 5, normalized=True), nan]))
@@ -141,6 +147,10 @@ def test_unscaled_targets_only_when_the_model_is_no_better_than_their_mean():
     assert "1200" in finding.title and "y_std" in finding.fixes[0].code
     learned = RunSignals("r", series=epochs(epoch_loss=[1.5e6, 3e4, 900.0]), events=[prices])
     assert check_unnormalized_target(learned) == []  # it reached the targets' scale: no finding
+    centred = stats(loss=LossKind.MEAN_ABSOLUTE_ERROR, units=1, count=640, mean=0.0, variance=9e4)  # std 300
+    stuck_at_mean = epochs(epoch_loss=[245.0, 243.0, 241.0])  # MAE of predicting the mean: 0.8 x 300
+    assert check_unnormalized_target(RunSignals("r", series=stuck_at_mean, events=[centred]))
+    assert check_unnormalized_target(RunSignals("r", series=epochs(epoch_loss=[245.0, 60.0]), events=[centred])) == []
     unit = stats(loss=LossKind.MEAN_SQUARED_ERROR, units=1, count=640, mean=1.0, variance=4.0)
     assert check_unnormalized_target(RunSignals("r", series=epochs(epoch_loss=[5.0, 5.0]), events=[unit])) == []
 
@@ -171,6 +181,8 @@ def test_tiny_inputs_are_named_but_sparse_features_are_not():
     rng = np.random.default_rng(0)
     (event,) = check_input_scale(model, (rng.random((64, 300)) / 255).astype("float32"))
     assert event.check == LintCheck.TINY_INPUT and event.input_max < 0.01
+    twice = (rng.normal(size=(64, 300)) / 255).astype("float32")  # standardised, then / 255: tails ~0.02
+    assert [e.check for e in check_input_scale(model, twice)] == [LintCheck.TINY_INPUT]
     one_hot = np.eye(300, dtype="float32")[rng.integers(0, 300, 64)]  # RMS 0.06, values 0 and 1
     assert check_input_scale(model, one_hot) == []
     assert check_input_scale(model, rng.random((64, 300)).astype("float32")) == []

@@ -40,6 +40,11 @@ UNNORMALIZED_SCALE = 20.0
 # value, not the RMS: sparse features (one-hot, bag of words) have a tiny RMS but values ~1,
 # and L2-normalised dense vectors of 10k dimensions still reach ~0.04.
 TINY_INPUT_MAX = 0.01
+# ...or dense inputs (at least half the values non-zero) whose RMS is below this: standardised
+# features divided by 255 again (RMS 0.0039, their tails reach 0.02). L2-normalised dense
+# vectors only get there beyond 40,000 dimensions.
+TINY_INPUT_RMS = 0.005
+DENSE_SHARE = 0.5
 # Layers that normalise or look up their input themselves: their models take raw values.
 # (Rescaling is plain arithmetic: what comes out of it is judged, so a Rescaling(1/255) on data
 # already in [0, 1] is seen.)
@@ -210,7 +215,8 @@ def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
     if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
         return [LintEvent(0, LintCheck.CONSTANT_INPUT, input_value=float(finite[0]))]
     scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
-    if float(np.max(np.abs(finite))) < TINY_INPUT_MAX:
+    dense = np.count_nonzero(finite) >= DENSE_SHARE * finite.size
+    if float(np.max(np.abs(finite))) < TINY_INPUT_MAX or (dense and scale < TINY_INPUT_RMS):
         return [
             LintEvent(
                 0, LintCheck.TINY_INPUT, input_rms=scale, input_min=float(finite.min()), input_max=float(finite.max())

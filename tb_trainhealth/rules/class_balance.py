@@ -20,7 +20,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
-from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 
@@ -61,9 +61,14 @@ def _statistics(run: RunSignals) -> LintEvent | None:
 def check_majority_class(run: RunSignals) -> list[Finding]:
     stats = _statistics(run)
     accuracy = run.get(sig.EPOCH_ACCURACY)
-    if stats is None or accuracy is None or stats.loss not in CATEGORICAL_LOSSES or not stats.class_counts:
+    if stats is None or accuracy is None:
         return []
-    counts = np.asarray(stats.class_counts, np.float64)
+    if stats.loss in CATEGORICAL_LOSSES and stats.class_counts:
+        counts = np.asarray(stats.class_counts, np.float64)
+    elif stats.loss == LossKind.BINARY_CROSSENTROPY and stats.mean is not None and stats.count:
+        counts = np.array([1 - stats.mean, stats.mean]) * stats.count  # positive rate of 0/1 labels
+    else:
+        return []
     total = counts.sum()
     if total <= 0 or len(counts) < 2:
         return []

@@ -329,12 +329,13 @@ def check_label_problem(run: RunSignals) -> list[Finding]:
 # Regression targets far from unit scale: their RMS (from the first batches' target moments) at
 # least TARGET_SCALE (the input scale check's UNNORMALIZED_SCALE), and the model still no better
 # than predicting their mean at the end (training MSE at least BASELINE_SHARE of the targets'
-# variance; for MAE, of their standard deviation). A unit-scale output layer needs its bias and
+# variance; for MAE and Huber, of their mean absolute deviation). A unit-scale output layer needs its bias and
 # kernel to grow 100x+; at Adam's 1e-3 per step that takes far longer than the run. Measured
 # (`python bench/rule_zoo.py --only target`): broken MLP/CNN runs (targets ~300-2000) end at
 # 3-400x the variance; standardised twins end at 0.01-0.3x of it.
 TARGET_SCALE = 20.0
 BASELINE_SHARE = 0.8
+MEAN_ABS_DEVIATION = float(np.sqrt(2 / np.pi))
 
 
 def check_unnormalized_target(run: RunSignals) -> list[Finding]:
@@ -342,7 +343,7 @@ def check_unnormalized_target(run: RunSignals) -> list[Finding]:
     loss = run.get(sig.EPOCH_LOSS) or run.get(sig.LOSS)
     if stats is None or loss is None or stats.mean is None or stats.variance is None:
         return []
-    if stats.loss not in (LossKind.MEAN_SQUARED_ERROR, LossKind.MEAN_ABSOLUTE_ERROR):
+    if stats.loss not in (LossKind.MEAN_SQUARED_ERROR, LossKind.MEAN_ABSOLUTE_ERROR, LossKind.HUBER):
         return []
     mean, variance = stats.mean, stats.variance
     rms = float(np.sqrt(mean**2 + variance))
@@ -352,10 +353,12 @@ def check_unnormalized_target(run: RunSignals) -> list[Finding]:
     if len(finite) < 2:
         return []
     end = float(finite.values[-1])
-    baseline = variance if stats.loss == LossKind.MEAN_SQUARED_ERROR else float(np.sqrt(variance))
+    # Predicting the mean costs the variance (MSE), or about sqrt(2/pi) of the standard deviation
+    # (MAE, and Huber far beyond its delta).
+    baseline = variance if stats.loss == LossKind.MEAN_SQUARED_ERROR else MEAN_ABS_DEVIATION * float(np.sqrt(variance))
     if end < BASELINE_SHARE * baseline:
         return []
-    name = "variance" if stats.loss == LossKind.MEAN_SQUARED_ERROR else "standard deviation"
+    name = "variance" if stats.loss == LossKind.MEAN_SQUARED_ERROR else "mean absolute deviation"
     return [
         Finding(
             code="unnormalized_target",
