@@ -39,6 +39,8 @@ def weight_init(model: Any) -> WeightInitEvent | None:
         shape = getattr(kernel, "shape", None)
         if kernel is None or shape is None or len(shape) < 2 or layer.name in layers:
             continue
+        if not getattr(kernel, "trainable", True) or not getattr(layer, "trainable", True):
+            continue  # a fixed filter (a blur, an averaging kernel) is meant to be what it is
         dims = [int(d) for d in shape]
         value = tf.convert_to_tensor(kernel)
         if not value.dtype.is_floating:
