@@ -642,7 +642,7 @@ def he_deep_cnn(log_dir: str, seed: int = 0):
     x, y = _images(640, seed)
     model = _deep_cnn("he_normal")
     model.compile(keras.optimizers.SGD(0.01, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
-    return _fit(model, x, y, log_dir, epochs=6)
+    return _fit(model, x, y, log_dir, epochs=12)
 
 
 def _price_targets(seed: int):

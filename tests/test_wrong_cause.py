@@ -30,7 +30,7 @@ WRONG_CAUSES = {
     "shuffled_labels": {"overfitting"},
     "tiny_inputs": {"dead_relu"},
     "majority_class": {"loss_plateau"},
-    "unscaled_targets": {"loss_plateau", "undertrained"},
+    "unscaled_targets": {"loss_plateau", "undertrained", "dead_relu"},
     "loss_": {"loss_plateau", "undertrained"},
 }
 

@@ -128,7 +128,12 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
     # Inputs scaled to almost nothing (or far too large) explain dead units too.
-    RuleSpec(check_dead_relu, ("dead_relu",), defers_to={"unnormalized_input": Severity.WARNING, **_BAD_INIT}),
+    # (Targets in the thousands throw the ReLUs dead with their huge first gradients.)
+    RuleSpec(
+        check_dead_relu,
+        ("dead_relu",),
+        defers_to={"unnormalized_input": Severity.WARNING, "unnormalized_target": Severity.WARNING, **_BAD_INIT},
+    ),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
     # Preflight (before any training step). An initial loss explained by a lint finding, and a
     # small batch that cannot be fitted because the model ignores its input, are one problem.
