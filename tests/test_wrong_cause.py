@@ -86,6 +86,9 @@ def test_majority_class_needs_flat_accuracy_at_the_majority_share():
     binary = stats(loss=LossKind.BINARY_CROSSENTROPY, units=1, count=640, mean=0.0625)  # 6% positives
     (finding,) = check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=flat), events=[binary]))
     assert "class 0" in finding.title
+    coin = stats(loss=LossKind.BINARY_CROSSENTROPY, units=1, count=640, mean=0.48)  # balanced binary task
+    stuck_at_half = [0.52, 0.52, 0.52, 0.52]
+    assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=stuck_at_half), events=[coin])) == []
     balanced = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0,) * 4)
     at_chance = [0.25] * 5  # a plateau at chance, not a majority-class predictor
     assert check_majority_class(RunSignals("r", series=epochs(epoch_accuracy=at_chance), events=[balanced])) == []

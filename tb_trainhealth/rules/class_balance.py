@@ -25,8 +25,9 @@ from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 
 # Imbalanced: the largest class holds at least this share of the sampled labels (with balanced
-# classes a model stuck at chance is a plateau, not a majority-class predictor).
-MIN_MAJORITY_SHARE = 0.5
+# classes, binary ones included, a model stuck at chance is a plateau, not a majority-class
+# predictor; 0.6 leaves 0.5 of a balanced binary task well apart, with its sampling error).
+MIN_MAJORITY_SHARE = 0.6
 # The last epochs (at least MIN_EPOCHS, at least half the run) must hold accuracy within this
 # many points of one value: the same prediction for every sample.
 MIN_EPOCHS = 3
