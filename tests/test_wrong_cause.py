@@ -173,6 +173,17 @@ def test_validation_at_chance_from_the_first_epoch_is_a_pairing_problem_not_over
     (finding,) = labels_unrelated(run)
     assert finding.severity == Severity.CRITICAL and "do not belong" in finding.title
     assert "overfitting" not in {f.code for f in engine.diagnose(run)}
+    # Imbalanced (80/20) and a weak real model: accuracy near the majority share, but its validation
+    # loss beats the prior's entropy (0.50), so it learned something that carries over.
+    skewed = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=2, class_counts=(512.0, 128.0))
+    weak = epochs(
+        epoch_accuracy=[0.80, 0.85, 0.90, 0.96],
+        epoch_val_accuracy=[0.80, 0.83, 0.85, 0.86],
+        epoch_val_loss=[0.49, 0.42, 0.40, 0.41],
+    )
+    assert labels_unrelated(RunSignals("r", series=weak, events=[skewed])) == []
+    weak[sig.EPOCH_VAL_LOSS] = Series.of(np.arange(1, 5), [0.52, 0.55, 0.61, 0.70])  # never beats it: unrelated
+    assert labels_unrelated(RunSignals("r", series=weak, events=[skewed]))
     # Validation leaving chance at any epoch: a real signal was learned.
     series[sig.EPOCH_VAL_ACCURACY] = Series.of(np.arange(1, 7), [0.25, 0.30, 0.38, 0.40, 0.41, 0.40])
     assert labels_unrelated(RunSignals("r", series=series, events=[counts])) == []

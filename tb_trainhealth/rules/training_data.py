@@ -243,6 +243,11 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
 CHANCE_MARGIN = 0.07
 MIN_CHANCE_EPOCHS = 4
 MEMORISED = 0.15
+# ...and the best validation loss no more than this share below the prior's entropy (what the
+# constant prediction costs; the plateau rule's BASELINE_TOLERANCE), or, when that is unknown
+# (a custom loss), a chance band (sum p^2 to max p) at most this wide.
+VAL_LOSS_TOLERANCE = 0.03
+NARROW_CHANCE_BAND = 0.1
 
 PAIRING_FIXES = (
     Fix(
@@ -297,6 +302,21 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
     never_above = bool((val_values <= high + CHANCE_MARGIN).all())
     if not never_above or np.median(val_values) < low - CHANCE_MARGIN or train_values[-1] < high + MEMORISED:
         return []
+    # On imbalanced classes, accuracy near the majority share is also what a weak real model gets:
+    # the validation loss tells them apart (a model that learned anything that carries over beats
+    # the constant prediction's loss, the prior's entropy, at some epoch). Without that baseline,
+    # only a narrow chance band (near-balanced classes) is judged.
+    baseline = constant_baseline(run)
+    val_loss = run.get(sig.EPOCH_VAL_LOSS)
+    if baseline is not None and val_loss is not None and np.isfinite(val_loss.values).any():
+        best = float(np.nanmin(val_loss.values))
+        if best < (1 - VAL_LOSS_TOLERANCE) * baseline[0]:
+            return []
+        loss_note = f" Validation loss never beats {baseline[0]:.4g}, {baseline[1]} (best {best:.4g})."
+    elif high - low <= NARROW_CHANCE_BAND:
+        loss_note = ""
+    else:
+        return []
     first, last = int(common[0]), int(common[-1])
     return [
         Finding(
@@ -313,7 +333,7 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
                 f"{train_values[0]:.1%} to {train_values[-1]:.1%}. The model is not overfitting a real signal: "
                 "nothing it learns carries over to new samples from the first epoch on, so it can only be memorising "
                 "the training pairs. Inputs and labels that were shuffled (or sorted, filtered, augmented) "
-                "separately do this."
+                "separately do this." + loss_note
             ),
             evidence=Evidence((sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY), first, last),
             fixes=PAIRING_FIXES,
