@@ -624,7 +624,7 @@ def init_nan_cnn(log_dir: str, seed: int = 0):
     keras.utils.set_random_seed(seed)
     x, y = _images(640, seed)
     model = _deep_cnn(keras.initializers.RandomNormal(stddev=1.0))
-    model.compile(keras.optimizers.SGD(0.01, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    model.compile(keras.optimizers.SGD(0.005, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
     return _fit(model, x, y, log_dir, epochs=2)
 
 
@@ -641,7 +641,7 @@ def he_deep_cnn(log_dir: str, seed: int = 0):
     keras.utils.set_random_seed(seed)
     x, y = _images(640, seed)
     model = _deep_cnn("he_normal")
-    model.compile(keras.optimizers.SGD(0.01, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    model.compile(keras.optimizers.SGD(0.005, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
     return _fit(model, x, y, log_dir, epochs=12)
 
 
