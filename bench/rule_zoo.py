@@ -16,7 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "demo"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from scenarios import SCENARIOS
+from scenarios import SCENARIOS, WRONG_CAUSE_SCENARIOS
 
 from tb_trainhealth import engine
 from tb_trainhealth.findings import Severity
@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--only", default=None)
     args = parser.parse_args()
     misses = false_alarms = 0
-    for scenario in SCENARIOS:
+    for scenario in SCENARIOS + WRONG_CAUSE_SCENARIOS:
         if args.only and args.only not in scenario.name:
             continue
         for seed in range(args.seeds):
@@ -47,7 +47,7 @@ def main() -> int:
             extra = loud - set(scenario.expected)
             misses += bool(missing)
             false_alarms += bool(extra) and not scenario.expected
-            print(f"{scenario.name:22} seed={seed} {seconds:5.1f}s  missing={sorted(missing)} other={sorted(extra)}")
+            print(f"{scenario.name:26} seed={seed} {seconds:5.1f}s  missing={sorted(missing)} other={sorted(extra)}")
             for f in findings:
                 print(f"    [{f.severity.label}] {f.code} @{f.step}: {f.title}")
             sys.stdout.flush()

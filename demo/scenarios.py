@@ -69,10 +69,11 @@ def _fit(model, x, y, log_dir, *, epochs, batch_size=32, validation_split=0.2, s
     )
 
 
-def _small_cnn(classes: int = 3):
+def _small_cnn(classes: int = 3, rescale: float | None = None):
     return keras.Sequential(
         [
             keras.Input((16, 16, 1)),
+            *([keras.layers.Rescaling(rescale)] if rescale is not None else []),
             keras.layers.Conv2D(8, 3, activation="relu"),
             keras.layers.MaxPooling2D(),
             keras.layers.Conv2D(16, 3, activation="relu"),
@@ -498,4 +499,373 @@ SCENARIOS = (
     Scenario("rnn_clipped", rnn_clipped, ()),
     Scenario("rare_outliers", rare_outliers, ()),
     Scenario("unstable_not_overfitting", unstable_not_overfitting, ("loss_divergence",)),
+)
+
+
+# -- issue 23: runs that train without an error and learn the wrong thing ------------------
+# Each broken run has a healthy twin on the same model kind; every class on an MLP and a CNN.
+def _imbalanced(n: int, features: int, seed: int, minority: float = 0.06, shift: float = 0.35):
+    """Two classes, the second rare and only weakly different (fraud-like): the best guess is 'class 0'."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < minority).astype("int32")
+    x = rng.normal(size=(n, features)) + shift * y[:, None]
+    return x.astype("float32"), y
+
+
+def _imbalanced_images(n: int, seed: int, minority: float = 0.08, blob: float = 0.12):
+    """16x16 images; the rare class has a faint bright quadrant."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < minority).astype("int32")
+    x = rng.normal(scale=0.3, size=(n, 16, 16, 1))
+    x[y == 1, :8, :8, 0] += blob
+    return x.astype("float32"), y
+
+
+def majority_class_mlp(log_dir: str, seed: int = 0):
+    """94% of one class and a weak signal: the MLP answers 'class 0' for every sample."""
+    keras.utils.set_random_seed(seed)
+    x, y = _imbalanced(2000, 8, seed)
+    model = _mlp(8, 2)
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=8)
+
+
+def majority_class_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _imbalanced_images(1000, seed)
+    model = _small_cnn(classes=2)
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def _balancing_weights(y):
+    counts = np.bincount(y)
+    return {i: len(y) / (len(counts) * c) for i, c in enumerate(counts)}
+
+
+def class_weighted_mlp(log_dir: str, seed: int = 0):
+    """Twin of majority_class_mlp: the same imbalance trained with class_weight."""
+    keras.utils.set_random_seed(seed)
+    x, y = _imbalanced(2000, 8, seed, shift=1.0)
+    model = _mlp(8, 2)
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=8, class_weight=_balancing_weights(y))
+
+
+def class_weighted_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _imbalanced_images(1000, seed, blob=0.6)
+    model = _small_cnn(classes=2)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=6, class_weight=_balancing_weights(y))
+
+
+def symmetric_init_mlp(log_dir: str, seed: int = 0):
+    """Every kernel starts at 0.05 (a 'small constant' initialiser): each layer's units stay identical."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4, hidden=(32, 32), kernel_initializer=keras.initializers.Constant(0.05))
+    model.layers[-1].kernel.assign(tf.fill(model.layers[-1].kernel.shape, 0.05))
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=5)
+
+
+def symmetric_init_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    ones = keras.initializers.Constant(0.1)
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 1)),
+            keras.layers.Conv2D(8, 3, activation="relu", kernel_initializer=ones),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(16, 3, activation="relu", kernel_initializer=ones),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(3, kernel_initializer=ones),
+        ]
+    )
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=4)
+
+
+def he_init_mlp(log_dir: str, seed: int = 0):
+    """Twin of symmetric_init_mlp: He initialisation."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4, hidden=(32, 32), kernel_initializer="he_normal")
+    model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=5)
+
+
+def _deep_relu_mlp(initializer, depth: int = 6, width: int = 64):
+    return _mlp(10, 4, hidden=(width,) * depth, kernel_initializer=initializer)
+
+
+def _deep_cnn(initializer):
+    conv = [
+        keras.layers.Conv2D(16, 3, padding="same", activation="relu", kernel_initializer=initializer) for _ in range(4)
+    ]
+    return keras.Sequential(
+        [keras.Input((16, 16, 1)), *conv, keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3)]
+    )
+
+
+def init_nan_mlp(log_dir: str, seed: int = 0):
+    """A deep ReLU MLP with weights drawn at unit scale (RandomNormal(stddev=1)): the output starts
+    ~1e4x too large and the first SGD steps overflow to NaN, at a learning rate that is fine."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _deep_relu_mlp(keras.initializers.RandomNormal(stddev=1.0))
+    model.compile(keras.optimizers.SGD(0.01, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=2)
+
+
+def init_nan_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(640, seed)
+    model = _deep_cnn(keras.initializers.RandomNormal(stddev=1.0))
+    model.compile(keras.optimizers.SGD(0.005, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=2)
+
+
+def he_deep_mlp(log_dir: str, seed: int = 0):
+    """Twin of init_nan_mlp: the same net, optimizer and learning rate, He initialisation."""
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _deep_relu_mlp("he_normal")
+    model.compile(keras.optimizers.SGD(0.01, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def he_deep_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(640, seed)
+    model = _deep_cnn("he_normal")
+    model.compile(keras.optimizers.SGD(0.005, momentum=0.9), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def _price_targets(seed: int):
+    x, y = _regression(1500, 6, seed)
+    return x, (1200.0 + 400.0 * y).astype("float32")  # prices in the hundreds to thousands
+
+
+def _brightness_targets(seed: int):
+    x, _ = _images(800, seed)
+    return x, (500.0 + 300.0 * x[:, :8, :8, 0].mean(axis=(1, 2))).astype("float32")
+
+
+def _regression_cnn():
+    return keras.Sequential(
+        [
+            keras.Input((16, 16, 1)),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(1),
+        ]
+    )
+
+
+def unscaled_targets_mlp(log_dir: str, seed: int = 0):
+    """Regression targets around 1200 (never standardised): MSE ~1e6 at the end."""
+    keras.utils.set_random_seed(seed)
+    x, y = _price_targets(seed)
+    model = _mlp(6, 1, hidden=(64, 64), activation="tanh")
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=8)
+
+
+def unscaled_targets_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _brightness_targets(seed)
+    model = _regression_cnn()
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, y, log_dir, epochs=6)
+
+
+def standardized_targets_mlp(log_dir: str, seed: int = 0):
+    """Twin of unscaled_targets_mlp: the same targets standardised."""
+    keras.utils.set_random_seed(seed)
+    x, y = _price_targets(seed)
+    model = _mlp(6, 1, hidden=(64, 64), activation="tanh")
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    return _fit(model, x, (y - y.mean()) / y.std(), log_dir, epochs=8)
+
+
+def standardized_targets_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _brightness_targets(seed)
+    model = _regression_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), "mse")
+    return _fit(model, x, (y - y.mean()) / y.std(), log_dir, epochs=6)
+
+
+def _unit_features(seed: int):
+    x, y = _classes(1200, 10, 4, seed)
+    return (x - x.min(axis=0)) / (x.max(axis=0) - x.min(axis=0)), y  # min-max scaled to [0, 1]
+
+
+def tiny_inputs_mlp(log_dir: str, seed: int = 0):
+    """Features already in [0, 1] divided by 255 again: the inputs are ~1e-3."""
+    keras.utils.set_random_seed(seed)
+    x, y = _unit_features(seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x / 255.0, y, log_dir, epochs=12)
+
+
+def _pixels(seed: int):
+    x, y = _images(800, seed)
+    return np.clip(x * 100 + 100, 0, 255).astype("uint8"), y
+
+
+def tiny_inputs_cnn(log_dir: str, seed: int = 0):
+    """Pixels divided by 255 in the loader and again by a Rescaling(1/255) layer."""
+    keras.utils.set_random_seed(seed)
+    pixels, y = _pixels(seed)
+    model = _small_cnn(rescale=1 / 255)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, pixels.astype("float32") / 255.0, y, log_dir, epochs=12)
+
+
+def scaled_once_mlp(log_dir: str, seed: int = 0):
+    """Twin of tiny_inputs_mlp: min-max scaled once."""
+    keras.utils.set_random_seed(seed)
+    x, y = _unit_features(seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def scaled_once_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    pixels, y = _pixels(seed)
+    model = _small_cnn(rescale=1 / 255)
+    model.compile(keras.optimizers.Adam(3e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, pixels.astype("float32"), y, log_dir, epochs=12)
+
+
+def _separately_shuffled(x, y, seed: int):
+    rng = np.random.default_rng(seed + 100)
+    return x[rng.permutation(len(x))], y[rng.permutation(len(y))]
+
+
+def shuffled_labels_mlp(log_dir: str, seed: int = 0):
+    """x and y shuffled with two different permutations: training accuracy creeps up by
+    memorising, validation accuracy stays at chance."""
+    keras.utils.set_random_seed(seed)
+    x, y = _separately_shuffled(*_classes(800, 20, 4, seed), seed)
+    model = _mlp(20, 4, hidden=(256, 256))
+    model.compile(keras.optimizers.Adam(2e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=15, batch_size=16)
+
+
+def shuffled_labels_cnn(log_dir: str, seed: int = 0):
+    keras.utils.set_random_seed(seed)
+    x, y = _separately_shuffled(*_images(800, seed), seed)
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(3),
+        ]
+    )
+    model.compile(keras.optimizers.Adam(2e-3), SPARSE_CE, metrics=["accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12, batch_size=16)
+
+
+WRONG_CAUSE_SCENARIOS = (
+    Scenario("majority_class_mlp", majority_class_mlp, ("majority_class",)),
+    Scenario("majority_class_cnn", majority_class_cnn, ("majority_class",)),
+    Scenario("class_weighted_mlp", class_weighted_mlp, ()),
+    Scenario("class_weighted_cnn", class_weighted_cnn, ()),
+    Scenario("symmetric_init_mlp", symmetric_init_mlp, ("bad_initialization",)),
+    Scenario("symmetric_init_cnn", symmetric_init_cnn, ("bad_initialization",)),
+    Scenario("he_init_mlp", he_init_mlp, ()),
+    Scenario("init_nan_mlp", init_nan_mlp, ("bad_initialization",)),
+    Scenario("init_nan_cnn", init_nan_cnn, ("bad_initialization",)),
+    Scenario("he_deep_mlp", he_deep_mlp, ()),
+    Scenario("he_deep_cnn", he_deep_cnn, ()),
+    Scenario("unscaled_targets_mlp", unscaled_targets_mlp, ("unnormalized_target",)),
+    Scenario("unscaled_targets_cnn", unscaled_targets_cnn, ("unnormalized_target",)),
+    Scenario("standardized_targets_mlp", standardized_targets_mlp, ()),
+    Scenario("standardized_targets_cnn", standardized_targets_cnn, ()),
+    Scenario("tiny_inputs_mlp", tiny_inputs_mlp, ("unnormalized_input",)),
+    Scenario("tiny_inputs_cnn", tiny_inputs_cnn, ("unnormalized_input",)),
+    Scenario("scaled_once_mlp", scaled_once_mlp, ()),
+    Scenario("scaled_once_cnn", scaled_once_cnn, ()),
+    Scenario("shuffled_labels_mlp", shuffled_labels_mlp, ("label_problem",)),
+    Scenario("shuffled_labels_cnn", shuffled_labels_cnn, ("label_problem",)),
+)
+
+
+def _batch_softmax_loss(y_true, logits):
+    """Hand-written cross-entropy with the softmax over axis 0: the batch, not the classes."""
+    log_p = tf.nn.log_softmax(logits, axis=0)
+    return -tf.reduce_mean(tf.gather(log_p, tf.cast(tf.reshape(y_true, [-1]), tf.int32), axis=1, batch_dims=1))
+
+
+def _summed_loss(y_true, logits):
+    """Hand-written cross-entropy summed over the batch instead of averaged."""
+    return tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y_true, logits, from_logits=True))
+
+
+def _mean_loss(y_true, logits):
+    """Hand-written cross-entropy done right: softmax over the classes, mean over the batch."""
+    log_p = tf.nn.log_softmax(logits, axis=-1)
+    return -tf.reduce_mean(tf.gather(log_p, tf.cast(tf.reshape(y_true, [-1]), tf.int32), axis=1, batch_dims=1))
+
+
+def _custom_loss_mlp(loss, log_dir: str, seed: int):
+    keras.utils.set_random_seed(seed)
+    x, y = _classes(1200, 10, 4, seed)
+    model = _mlp(10, 4)
+    model.compile(keras.optimizers.Adam(1e-3), loss, metrics=["sparse_categorical_accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def _custom_loss_cnn(loss, log_dir: str, seed: int):
+    keras.utils.set_random_seed(seed)
+    x, y = _images(800, seed)
+    model = _small_cnn()
+    model.compile(keras.optimizers.Adam(3e-3), loss, metrics=["sparse_categorical_accuracy"])
+    return _fit(model, x, y, log_dir, epochs=12)
+
+
+def loss_wrong_axis_mlp(log_dir: str, seed: int = 0):
+    return _custom_loss_mlp(_batch_softmax_loss, log_dir, seed)
+
+
+def loss_wrong_axis_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_batch_softmax_loss, log_dir, seed)
+
+
+def loss_summed_mlp(log_dir: str, seed: int = 0):
+    return _custom_loss_mlp(_summed_loss, log_dir, seed)
+
+
+def loss_summed_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_summed_loss, log_dir, seed)
+
+
+def custom_loss_mlp(log_dir: str, seed: int = 0):
+    """Twin of loss_wrong_axis_mlp and loss_summed_mlp: the hand-written loss done right."""
+    return _custom_loss_mlp(_mean_loss, log_dir, seed)
+
+
+def custom_loss_cnn(log_dir: str, seed: int = 0):
+    return _custom_loss_cnn(_mean_loss, log_dir, seed)
+
+
+WRONG_CAUSE_SCENARIOS += (
+    Scenario("loss_wrong_axis_mlp", loss_wrong_axis_mlp, ("loss_metric_mismatch",)),
+    Scenario("loss_wrong_axis_cnn", loss_wrong_axis_cnn, ("loss_metric_mismatch",)),
+    Scenario("loss_summed_mlp", loss_summed_mlp, ("loss_metric_mismatch",)),
+    Scenario("loss_summed_cnn", loss_summed_cnn, ("loss_metric_mismatch",)),
+    Scenario("custom_loss_mlp", custom_loss_mlp, ()),
+    Scenario("custom_loss_cnn", custom_loss_cnn, ()),
 )

@@ -14,6 +14,7 @@ from tb_trainhealth.contract.events import (
     CrashEvent,
     FitEndEvent,
     LayerActivations,
+    LayerWeights,
     LintEvent,
     NanOriginEvent,
     NonfiniteEvent,
@@ -24,6 +25,7 @@ from tb_trainhealth.contract.events import (
     StallEvent,
     StallPhase,
     ThreadPlace,
+    WeightInitEvent,
     parse_event,
 )
 from tb_trainhealth.contract.events import Frame as StackFrame
@@ -65,6 +67,9 @@ EXAMPLES = [
         ),
     ),
     ResumedEvent(13, seconds=420.0),
+    WeightInitEvent(
+        0, {"dense": LayerWeights("relu", fan_in=10, units=32, std=0.45, mean=0.0), "dense_1": LayerWeights()}
+    ),
 ]
 
 

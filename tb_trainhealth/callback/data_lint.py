@@ -35,9 +35,21 @@ OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
 # Inputs whose typical magnitude is beyond this are far outside the scale weights are
 # initialised for (Glorot/He assume unit-variance inputs): raw 0-255 pixels, prices, counts.
 UNNORMALIZED_SCALE = 20.0
+# Inputs whose largest magnitude is below this are scaled to almost nothing: pixels divided by
+# 255 twice (max 0.0039), a unit conversion applied twice. The first layer's outputs are then
+# its biases, and its kernel must grow ~1000x before the input counts. Judged on the largest
+# value, not the RMS: sparse features (one-hot, bag of words) have a tiny RMS but values ~1,
+# and L2-normalised dense vectors of 10k dimensions still reach ~0.04.
+TINY_INPUT_MAX = 0.01
+# ...or dense inputs (at least half the values non-zero) whose RMS is below this: standardised
+# features divided by 255 again (RMS 0.0039, their tails reach 0.02). L2-normalised dense
+# vectors only get there beyond 40,000 dimensions.
+TINY_INPUT_RMS = 0.005
+DENSE_SHARE = 0.5
 # Layers that normalise or look up their input themselves: their models take raw values.
+# (Rescaling is plain arithmetic: what comes out of it is judged, so a Rescaling(1/255) on data
+# already in [0, 1] is seen.)
 _SELF_SCALING = (
-    "Rescaling",
     "Normalization",
     "BatchNormalization",
     "LayerNormalization",
@@ -204,6 +216,13 @@ def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
     if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
         return [LintEvent(0, LintCheck.CONSTANT_INPUT, input_value=float(finite[0]))]
     scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
+    dense = np.count_nonzero(finite) >= DENSE_SHARE * finite.size
+    if float(np.max(np.abs(finite))) < TINY_INPUT_MAX or (dense and scale < TINY_INPUT_RMS):
+        return [
+            LintEvent(
+                0, LintCheck.TINY_INPUT, input_rms=scale, input_min=float(finite.min()), input_max=float(finite.max())
+            )
+        ]
     if scale < UNNORMALIZED_SCALE:
         return []
     return [
@@ -247,7 +266,7 @@ class BatchLint:
             events += self._first_batch(labels)
         if not self._scale_checked and (self._probe_samples() >= SCALE_SAMPLES or self.done):
             events += self._input_scale()
-        if labels is not None and self.loss is not None:
+        if labels is not None and (self.loss is not None or self._custom_classifier):
             self._gather(labels)
         if self.batches_seen == LABEL_BATCHES:
             events += self.label_statistics()
@@ -284,8 +303,14 @@ class BatchLint:
                 events += check_output_range(self.loss, self.activation, self.layer, labels)
         return events
 
+    @property
+    def _custom_classifier(self) -> bool:
+        """A loss of the user's own (or a bare function) on several output units: the class counts
+        still say what chance and a correct cross-entropy look like (rules/loss_metric.py)."""
+        return self.loss is None and (self.units or 0) > 1
+
     def _gather(self, labels: np.ndarray) -> None:
-        if self.loss in CATEGORICAL_LOSSES:
+        if self.loss in CATEGORICAL_LOSSES or self._custom_classifier:
             if self.ignore_class is not None:
                 labels = labels[labels != self.ignore_class]
             one_hot = self.loss == LossKind.CATEGORICAL_CROSSENTROPY or (
@@ -310,7 +335,7 @@ class BatchLint:
     def label_statistics(self) -> list[LintEvent]:
         """Once: class counts (classification) or target mean/variance (regression), and
         `single_class` when nearly every sampled label is one class."""
-        if self.loss is None or self._statistics_given or self.batches_seen == 0:
+        if (self.loss is None and not self._custom_classifier) or self._statistics_given or self.batches_seen == 0:
             return []
         self._statistics_given = True
         base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen}

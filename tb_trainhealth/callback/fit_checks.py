@@ -19,6 +19,7 @@ from tb_trainhealth.callback.model_lint import lint_layers, lint_model
 from tb_trainhealth.callback.pipeline_lint import lint_dataset, user_dataset
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
 from tb_trainhealth.callback.recording import Recording
+from tb_trainhealth.callback.weight_init import weight_init
 from tb_trainhealth.contract import payload
 from tb_trainhealth.contract.events import ActivationsEvent, Event, LayerActivations
 
@@ -37,6 +38,7 @@ class FitChecks:
     def start(self, adapter: Any, input_probe: InputProbe) -> None:
         """At train begin: lint the model and the pipeline; have the first batches inspected."""
         self._lint_model()
+        self._record_weight_init()
         self._lint_pipeline(adapter)
         self._batch_lint = self.guard.run("batch lint", BatchLint, self._model)
         if self._batch_lint is not None:
@@ -57,6 +59,13 @@ class FitChecks:
     def _lint_model(self) -> None:
         """Does the last layer fit the loss, are layer settings sane?"""
         self._record(lint_model(self._model) + lint_layers(self._model))
+
+    @guarded("weight init")
+    def _record_weight_init(self) -> None:
+        """Kernel statistics before the first step (symmetric or badly scaled initialisation)."""
+        event = weight_init(self._model)
+        if event is not None:
+            self._record([event])
 
     @guarded("pipeline lint")
     def _lint_pipeline(self, adapter: Any) -> None:

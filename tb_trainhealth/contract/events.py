@@ -28,6 +28,7 @@ class EventKind(Name):
     PREFLIGHT = "preflight"
     STALL = "stall"
     RESUMED = "resumed"
+    WEIGHT_INIT = "weight_init"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +145,29 @@ class ActivationsEvent(Event):
 
     layers: dict[str, LayerActivations]
     epoch: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerWeights:
+    """One Dense/Conv kernel's statistics (rules/initialization.py)."""
+
+    activation: str = "?"  # the layer's own activation ("linear" when none)
+    fan_in: int | None = None  # inputs per unit (kernel size x input channels)
+    units: int | None = None  # output units / filters
+    std: float | None = None  # over every element of the kernel
+    mean: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightInitEvent(Event):
+    """Kernel statistics of every Dense/Conv layer at train start, in model order (once per fit,
+    on the host before the first step: what the initialiser gave, or what a previous fit left)."""
+
+    kind: ClassVar[EventKind] = EventKind.WEIGHT_INIT
+    urgent: ClassVar[bool] = True
+
+    layers: dict[str, LayerWeights]
+    normalized: bool = False  # the model has a normalisation layer (BatchNorm, LayerNorm, ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,6 +333,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ResumedEvent,
         FindingEvent,
         PreflightEvent,
+        WeightInitEvent,
     )
 }
 

@@ -39,6 +39,8 @@ class LintCheck(Name):
     # Inputs (unnormalized_input).
     CONSTANT_INPUT = "constant_input"
     UNNORMALIZED_INPUT = "unnormalized_input"
+    # Inputs orders of magnitude below unit scale (normalised twice, /255 of already-scaled data).
+    TINY_INPUT = "tiny_input"
     # Not a problem: what the first batches' labels look like (class counts or target moments).
     LABEL_STATISTICS = "label_statistics"
 

@@ -11,10 +11,13 @@ from collections.abc import Callable, Mapping
 
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
+from tb_trainhealth.rules.class_balance import check_majority_class
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
+from tb_trainhealth.rules.initialization import check_bad_initialization
 from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
 from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
 from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
@@ -26,7 +29,11 @@ from tb_trainhealth.rules.preflight import (
     check_no_gradient,
 )
 from tb_trainhealth.rules.stalls import check_ended_abruptly, check_training_stalled
-from tb_trainhealth.rules.training_data import check_label_problem, check_unnormalized_input
+from tb_trainhealth.rules.training_data import (
+    check_label_problem,
+    check_unnormalized_input,
+    check_unnormalized_target,
+)
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
 
@@ -65,6 +72,22 @@ _BROKEN_SET_UP = {
     "unnormalized_input": Severity.WARNING,
     "training_stalled": Severity.CRITICAL,
     "ended_abruptly": Severity.CRITICAL,
+    "bad_initialization": Severity.CRITICAL,
+    "majority_class": Severity.WARNING,
+    "unnormalized_target": Severity.WARNING,
+    "loss_metric_mismatch": Severity.WARNING,
+}
+
+# Issue 23: a cause found from the set-up explains the symptom rules' findings, which would
+# otherwise name a wrong cause (lower the learning rate, overfitting, a plateau, dead units).
+# Initial weights too large (or symmetric) explain the NaN, the blow-up before it, the plateau.
+_BAD_INIT = {"bad_initialization": Severity.CRITICAL}
+# A model stuck at the class prior or at the targets' mean, or a loss that measures something
+# else: the plateau is that, not the learning rate.
+_STUCK_AT_BASELINE = {
+    "majority_class": Severity.WARNING,
+    "unnormalized_target": Severity.WARNING,
+    "loss_metric_mismatch": Severity.WARNING,
 }
 
 # A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
@@ -74,20 +97,22 @@ _PREFLIGHT_EXPLAINED = {
     "output_loss_mismatch": Severity.WARNING,
     "label_problem": Severity.CRITICAL,
     "unnormalized_input": Severity.WARNING,
+    "bad_initialization": Severity.CRITICAL,
 }
 
 RULES: tuple[RuleSpec, ...] = (
-    RuleSpec(check_nonfinite, ("nonfinite",), sees_past_nan=True),
-    RuleSpec(check_exploding_gradients, ("exploding_gradients",)),
+    RuleSpec(check_nonfinite, ("nonfinite",), sees_past_nan=True, defers_to=_BAD_INIT),
+    RuleSpec(check_exploding_gradients, ("exploding_gradients",), defers_to=_BAD_INIT),
     RuleSpec(
         check_vanishing_gradients,
         ("vanishing_gradients",),
         defers_to={**_CONSTANT_INPUT, "dead_relu": Severity.WARNING},  # zero gradients below dead units
     ),
-    RuleSpec(check_loss_divergence, ("loss_divergence",)),
-    RuleSpec(check_loss_plateau, ("loss_plateau",)),
+    RuleSpec(check_loss_divergence, ("loss_divergence",), defers_to=_BAD_INIT),
+    RuleSpec(check_loss_plateau, ("loss_plateau",), defers_to={**_BAD_INIT, **_STUCK_AT_BASELINE}),
     RuleSpec(check_loss_oscillation, ("loss_oscillation",)),
-    RuleSpec(check_overfitting, ("overfitting",)),
+    # Validation at chance from the first epoch is labels that do not belong to their inputs.
+    RuleSpec(check_overfitting, ("overfitting",), defers_to={"label_problem": Severity.CRITICAL}),
     RuleSpec(check_training_crash, ("training_crash",)),
     RuleSpec(check_oom, ("oom",)),
     RuleSpec(check_memory_growth, ("memory_growth",)),
@@ -97,8 +122,18 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_input_pipeline_config, ("input_pipeline_config",)),
     RuleSpec(check_label_problem, ("label_problem",)),
     RuleSpec(check_unnormalized_input, ("unnormalized_input",)),
+    RuleSpec(check_unnormalized_target, ("unnormalized_target",)),
+    RuleSpec(check_majority_class, ("majority_class",)),
+    RuleSpec(check_loss_metric_mismatch, ("loss_metric_mismatch",)),
+    RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
-    RuleSpec(check_dead_relu, ("dead_relu",), defers_to=_CONSTANT_INPUT),
+    # Inputs scaled to almost nothing (or far too large) explain dead units too.
+    # (Targets in the thousands throw the ReLUs dead with their huge first gradients.)
+    RuleSpec(
+        check_dead_relu,
+        ("dead_relu",),
+        defers_to={"unnormalized_input": Severity.WARNING, "unnormalized_target": Severity.WARNING, **_BAD_INIT},
+    ),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
     # Preflight (before any training step). An initial loss explained by a lint finding, and a
     # small batch that cannot be fitted because the model ignores its input, are one problem.

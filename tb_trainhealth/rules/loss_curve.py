@@ -81,8 +81,11 @@ _LINT_CAUSES = frozenset({
     LintCheck.PROBABILITIES_AS_LOGITS, LintCheck.LOGITS_AS_PROBABILITIES, LintCheck.SOFTMAX_SINGLE_UNIT,
     LintCheck.SIGMOID_WITH_CATEGORICAL, LintCheck.RELU_WITH_CROSS_ENTROPY, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
     LintCheck.SINGLE_CLASS, LintCheck.UNNORMALIZED_INPUT, LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
-    LintCheck.CONSTANT_INPUT, LintCheck.FRACTIONAL_SPARSE_LABELS,
+    LintCheck.CONSTANT_INPUT, LintCheck.FRACTIONAL_SPARSE_LABELS, LintCheck.TINY_INPUT,
 })  # fmt: skip
+# Lint findings that explain a plateau entirely: the plateau finding would only repeat them with
+# a wrong first guess (inputs scaled to almost nothing: the model cannot see them; issue 23).
+_LINT_EXPLAINS = frozenset({LintCheck.TINY_INPUT})
 # A peak learning rate below this is a likely reason for no progress.
 LOW_LR = 1e-5
 # Oscillation: no progress (the second half's median at least 90% of the untrained
@@ -335,7 +338,7 @@ def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
 
 def check_loss_plateau(run: RunSignals) -> list[Finding]:
     found = training_loss(run)
-    if found is None:
+    if found is None or run.first_of_each_check(LintEvent, _LINT_EXPLAINS):
         return []
     name, loss = found
     start, end, error = _start_and_end(name, loss)

@@ -14,6 +14,7 @@ from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.facts import event_facts
+from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
 from tb_trainhealth.signals import RunSignals
 
 # -- initial loss --------------------------------------------------------------------------
@@ -327,7 +328,7 @@ _LABEL_CHECKS = {
     LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
     LintCheck.SINGLE_CLASS,
 }
-_INPUT_CHECKS = {LintCheck.CONSTANT_INPUT, LintCheck.UNNORMALIZED_INPUT}
+_INPUT_CHECKS = {LintCheck.CONSTANT_INPUT, LintCheck.UNNORMALIZED_INPUT, LintCheck.TINY_INPUT}
 _DROPOUT_CHECKS = {LintCheck.HIGH_DROPOUT, LintCheck.DROPOUT_AFTER_OUTPUT}
 
 
@@ -353,6 +354,11 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
             Fix("Check the labels against the loss.", "print(y_train[:10], y_train.dtype, y_train.shape)"),
         )
     inputs = next((lint[c] for c in _INPUT_CHECKS if c in lint), None)
+    if inputs is not None and inputs.check == LintCheck.TINY_INPUT:
+        return (
+            "inputs scaled to almost nothing (tiny input: see unnormalized_input)",
+            Fix("Scale the inputs once.", "print(x_train.min(), x_train.max())  # already in [0, 1]? no second / 255"),
+        )
     if inputs is not None:
         return (
             f"the input scale ({inputs.check.value.replace('_', ' ')})",
@@ -360,6 +366,9 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
                 "Scale inputs inside the model.", "keras.layers.Rescaling(1.0 / 255)  # or keras.layers.Normalization()"
             ),
         )
+    init = initialization_cause(run)
+    if init is not None:
+        return init, INIT_FIX
     rate, optimizer = event.learning_rate, "Adam"
     diverged = event.fit_stopped == "nonfinite" or (
         event.fit_max_loss is not None

@@ -17,7 +17,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import event_facts
+from tb_trainhealth.rules.facts import event_facts, fact
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
@@ -235,8 +235,189 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
     ]
 
 
+# Labels that do not belong to their inputs (x and y shuffled separately): validation accuracy
+# never more than CHANCE_MARGIN above chance (between guessing by the class frequencies, sum p^2,
+# and always answering the majority class; 1/K without class counts), its median at chance,
+# at least MIN_CHANCE_EPOCHS of them, while training accuracy ends at least MEMORISED above
+# chance (the model memorises the training pairs). Measured (`python bench/rule_zoo.py --only
+# shuffled`, seeds 0-1): broken MLP and CNN runs (160 validation samples) never go more than
+# 0.01 above the majority share, one epoch down to 0.16 (4 classes), while training accuracy
+# climbs to 0.96-1.0; the healthy twins' validation accuracy is 0.29+ above chance after their
+# first epoch, the overfitting scenario's 0.6 above it.
+CHANCE_MARGIN = 0.07
+MIN_CHANCE_EPOCHS = 4
+MEMORISED = 0.15
+# ...and the best validation loss no more than this share below the prior's entropy (what the
+# constant prediction costs; the plateau rule's BASELINE_TOLERANCE), or, when that is unknown
+# (a custom loss), a chance band (sum p^2 to max p) at most this wide.
+VAL_LOSS_TOLERANCE = 0.03
+NARROW_CHANCE_BAND = 0.1
+
+PAIRING_FIXES = (
+    Fix(
+        "Shuffle inputs and labels together (one permutation for both), or let fit shuffle.",
+        "order = np.random.permutation(len(x))\nx, y = x[order], y[order]  # never shuffle x and y separately",
+    ),
+    Fix(
+        "Check a few pairs by eye: do the labels belong to the inputs?",
+        "for i in range(5): print(y_train[i], x_train[i][:8])  # or plt.imshow(x_train[i]); plt.title(y_train[i])",
+    ),
+    Fix(
+        "tf.data: zip datasets that keep the same order (shuffle after zipping, not each side).",
+        "ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x))  # not zip(x_ds.shuffle(), y_ds.shuffle())",
+    ),
+)
+
+
+def _chance(run: RunSignals) -> tuple[float, float, str] | None:
+    """The accuracy band of a model that learned nothing about the inputs: (low, high, how). Between
+    guessing by the label frequencies (sum of p squared) and always answering the majority class."""
+    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    if stats is None:
+        return None
+    if stats.class_counts and sum(stats.class_counts) > 0:
+        p = np.asarray(stats.class_counts, np.float64)
+        p = p / p.sum()
+        low, high = float(np.square(p).sum()), float(p.max())
+        return low, high, f"{low:.1%}-{high:.1%} for these class frequencies"
+    if stats.units is not None and stats.units > 1:
+        return 1.0 / stats.units, 1.0 / stats.units, f"1/{stats.units}"
+    if stats.loss == LossKind.BINARY_CROSSENTROPY and stats.mean is not None and 0 < stats.mean < 1:
+        high = max(stats.mean, 1 - stats.mean)
+        low = stats.mean**2 + (1 - stats.mean) ** 2
+        return low, high, f"{low:.1%}-{high:.1%} for a {stats.mean:.0%} positive rate"
+    return None
+
+
+def labels_unrelated(run: RunSignals) -> list[Finding]:
+    train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
+    chance = _chance(run)
+    if train is None or val is None or chance is None:
+        return []
+    low, high, how = chance
+    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
+    if len(common) < MIN_CHANCE_EPOCHS:
+        return []
+    val_values, train_values = val.values[val_at], train.values[train_at]
+    if not (np.isfinite(val_values).all() and np.isfinite(train_values).all()):
+        return []
+    # Never above chance is what counts; below it, small validation sets wander (one epoch of
+    # 160 samples at 0.16 for 4 classes), so only their median must be at chance.
+    never_above = bool((val_values <= high + CHANCE_MARGIN).all())
+    if not never_above or np.median(val_values) < low - CHANCE_MARGIN or train_values[-1] < high + MEMORISED:
+        return []
+    # On imbalanced classes, accuracy near the majority share is also what a weak real model gets:
+    # the validation loss tells them apart (a model that learned anything that carries over beats
+    # the constant prediction's loss, the prior's entropy, at some epoch). Without that baseline,
+    # only a narrow chance band (near-balanced classes) is judged.
+    baseline = constant_baseline(run)
+    val_loss = run.get(sig.EPOCH_VAL_LOSS)
+    if baseline is not None and val_loss is not None and np.isfinite(val_loss.values).any():
+        best = float(np.nanmin(val_loss.values))
+        if best < (1 - VAL_LOSS_TOLERANCE) * baseline[0]:
+            return []
+        loss_note = f" Validation loss never beats {baseline[0]:.4g}, {baseline[1]} (best {best:.4g})."
+    elif high - low <= NARROW_CHANCE_BAND:
+        loss_note = ""
+    else:
+        return []
+    first, last = int(common[0]), int(common[-1])
+    return [
+        Finding(
+            code="label_problem",
+            severity=Severity.CRITICAL,
+            step=first,
+            title=(
+                f"Labels do not belong to their inputs: validation accuracy at chance ({val_values[-1]:.1%}) from "
+                f"the first epoch while training accuracy climbs to {train_values[-1]:.1%}"
+            ),
+            detail=(
+                f"Validation accuracy stays within {CHANCE_MARGIN:.0%} of chance, {how}, for all {len(common)} "
+                f"epochs (from {val_values[0]:.1%} to {val_values[-1]:.1%}), while training accuracy rises from "
+                f"{train_values[0]:.1%} to {train_values[-1]:.1%}. The model is not overfitting a real signal: "
+                "nothing it learns carries over to new samples from the first epoch on, so it can only be memorising "
+                "the training pairs. Inputs and labels that were shuffled (or sorted, filtered, augmented) "
+                "separately do this." + loss_note
+            ),
+            evidence=Evidence((sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY), first, last),
+            fixes=PAIRING_FIXES,
+        )
+    ]
+
+
 def check_label_problem(run: RunSignals) -> list[Finding]:
-    return _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
+    found = _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
+    return found or labels_unrelated(run)
+
+
+# Regression targets far from unit scale: their RMS (from the first batches' target moments) at
+# least TARGET_SCALE (the input scale check's UNNORMALIZED_SCALE), and the model still no better
+# than predicting their mean at the end (training MSE at least BASELINE_SHARE of the targets'
+# variance; for MAE and Huber, of their mean absolute deviation). A unit-scale output layer needs its bias and
+# kernel to grow 100x+; at Adam's 1e-3 per step that takes far longer than the run. Measured
+# (`python bench/rule_zoo.py --only target`): broken MLP/CNN runs (targets ~300-2000) end at
+# 3-400x the variance; standardised twins end at 0.01-0.3x of it.
+TARGET_SCALE = 20.0
+BASELINE_SHARE = 0.8
+MEAN_ABS_DEVIATION = float(np.sqrt(2 / np.pi))
+
+
+def check_unnormalized_target(run: RunSignals) -> list[Finding]:
+    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    loss = run.get(sig.EPOCH_LOSS) or run.get(sig.LOSS)
+    if stats is None or loss is None or stats.mean is None or stats.variance is None:
+        return []
+    if stats.loss not in (LossKind.MEAN_SQUARED_ERROR, LossKind.MEAN_ABSOLUTE_ERROR, LossKind.HUBER):
+        return []
+    mean, variance = stats.mean, stats.variance
+    rms = float(np.sqrt(mean**2 + variance))
+    if rms < TARGET_SCALE or variance <= 0:
+        return []
+    finite = finite_part(loss)
+    if len(finite) < 2:
+        return []
+    end = float(finite.values[-1])
+    # Predicting the mean costs the variance (MSE), or about sqrt(2/pi) of the standard deviation
+    # (MAE, and Huber far beyond its delta).
+    baseline = variance if stats.loss == LossKind.MEAN_SQUARED_ERROR else MEAN_ABS_DEVIATION * float(np.sqrt(variance))
+    if end < BASELINE_SHARE * baseline:
+        return []
+    name = "variance" if stats.loss == LossKind.MEAN_SQUARED_ERROR else "mean absolute deviation"
+    return [
+        Finding(
+            code="unnormalized_target",
+            severity=Severity.WARNING,
+            step=stats.step,
+            title=(
+                f"Regression targets far from unit scale (mean {mean:.4g}, std {np.sqrt(variance):.4g}): the loss "
+                f"ends at {end:.4g}, no better than predicting their mean"
+            ),
+            detail=(
+                f"The {stats.count or '?'} targets sampled from the first batches have mean {mean:.4g} and standard "
+                f"deviation {np.sqrt(variance):.4g}, but the output layer starts at unit scale and moves ~1e-3 per "
+                f"step: the training {stats.loss.value} ends at {end:.4g}, still {end / baseline:.3g}x the targets' "
+                f"{name} ({baseline:.4g}), which predicting the mean would reach. Standardise the targets (and undo "
+                "it on the predictions)."
+            ),
+            evidence=Evidence(
+                (sig.EPOCH_LOSS if run.get(sig.EPOCH_LOSS) is not None else sig.LOSS,),
+                None,
+                facts=event_facts(stats, (*_NOT_FACTS, "class_counts")) + fact(f"final {stats.loss.value}", end),
+            ),
+            fixes=(
+                Fix(
+                    "Standardise the targets with training-set statistics; invert on the predictions.",
+                    "y_mean, y_std = y_train.mean(), y_train.std()\n"
+                    "model.fit(x_train, (y_train - y_mean) / y_std, ...)\n"
+                    "y_pred = model.predict(x) * y_std + y_mean",
+                ),
+                Fix(
+                    "Or start the output layer at the targets' scale.",
+                    "keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(y_train.mean()))",
+                ),
+            ),
+        )
+    ]
 
 
 def _constant_input(event: LintEvent) -> Finding:
@@ -261,10 +442,38 @@ def _constant_input(event: LintEvent) -> Finding:
     )
 
 
+def _tiny_input(event: LintEvent) -> Finding:
+    rms, low, high = (value or 0.0 for value in (event.input_rms, event.input_min, event.input_max))
+    return Finding(
+        code="unnormalized_input",
+        severity=Severity.WARNING,
+        step=event.step,
+        title=f"Inputs are scaled to almost nothing (typical magnitude {rms:.2g}, range {low:.2g} to {high:.2g})",
+        detail=(
+            f"What the first weighted layer receives never exceeds {max(abs(low), abs(high)):.2g} in magnitude "
+            f"(RMS {rms:.2g}), about 1000x below the unit scale its initialisation assumes: its outputs are "
+            "almost only its biases, so the model barely sees the input. Dead ReLUs and a loss plateau follow "
+            "from this, not from the learning rate. The usual cause is scaling twice: x / 255 on data that was "
+            "already in [0, 1], or a Rescaling(1/255) layer on top of it."
+        ),
+        evidence=Evidence((), facts=event_facts(event, _NOT_FACTS), check=event.check.value),
+        fixes=(
+            Fix(
+                "Scale the inputs once: drop the second division (check what the data loader already does).",
+                "print(x_train.min(), x_train.max())  # already in [0, 1]? then no x / 255 and no Rescaling(1/255)",
+            ),
+            Fix("Or standardise inside the model.", "norm = keras.layers.Normalization(); norm.adapt(x_train)"),
+        ),
+    )
+
+
 def check_unnormalized_input(run: RunSignals) -> list[Finding]:
     constant = _lint(run, {LintCheck.CONSTANT_INPUT})
     if constant:
         return [_constant_input(constant[0])]
+    tiny = _lint(run, {LintCheck.TINY_INPUT})
+    if tiny:
+        return [_tiny_input(tiny[0])]
     events = _lint(run, {LintCheck.UNNORMALIZED_INPUT})
     if not events:
         return []

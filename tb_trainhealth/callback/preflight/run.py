@@ -26,8 +26,9 @@ from tb_trainhealth.callback.preflight.clone import CloneError, clone_compiled
 from tb_trainhealth.callback.preflight.gradients import check_gradients
 from tb_trainhealth.callback.preflight.initial_loss import baseline_and_floor, expected_initial_loss, label_smoothing
 from tb_trainhealth.callback.preflight.small_batch import finite_or_none, inference_loss, overfit, zeroed_control
+from tb_trainhealth.callback.weight_init import weight_init
 from tb_trainhealth.contract import tags
-from tb_trainhealth.contract.events import Event, LintEvent, PreflightEvent
+from tb_trainhealth.contract.events import Event, PreflightEvent
 from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Finding, Severity
@@ -160,7 +161,7 @@ def preflight(
     return report
 
 
-def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[PreflightEvent, list[LintEvent]]:
+def measure(model: keras.Model, batch: Batch, deadline: float) -> tuple[PreflightEvent, list[Event]]:
     """Every check on the batch, within the deadline: the measurements and the lint events."""
     step = int(tf.convert_to_tensor(model.optimizer.iterations).numpy()) if model.optimizer is not None else 0
     lint = [dataclasses.replace(e, step=step) for e in _lint(model, batch)]
@@ -257,13 +258,15 @@ def _fit_and_control(
     return found
 
 
-def _lint(model: keras.Model, batch: Batch) -> list[LintEvent]:
-    """The train-start lint of the model and of this batch (labels vs loss, input scale)."""
-    events = lint_model(model) + lint_layers(model)
+def _lint(model: keras.Model, batch: Batch) -> list[Event]:
+    """The train-start lint of the model and of this batch (labels vs loss, input scale), and the
+    initial weights' statistics (a failed fit names a symmetric or badly scaled initialisation)."""
+    init = weight_init(model)
+    events: list[Event] = [*lint_model(model), *lint_layers(model), *([init] if init is not None else [])]
     batch_lint = BatchLint(model)
     labels = (batch.x, batch.y) if batch.y is not None else (batch.x,)
     events += batch_lint.inspect(labels) + batch_lint.finish()
-    return [e for e in events if e.check not in _NOT_FROM_ONE_BATCH]
+    return [e for e in events if getattr(e, "check", None) not in _NOT_FROM_ONE_BATCH]
 
 
 def _outputs(model: keras.Model, batch: Batch) -> int | None:
