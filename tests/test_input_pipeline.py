@@ -199,7 +199,7 @@ def test_pipeline_over_a_big_in_memory_array_is_not_serialized():
 def test_lint_reaches_the_findings_with_the_change_to_make(tmp_path):
     data = images().batch(32).shuffle(8).map(normalize)  # shuffled batches, sequential map, no prefetch
     _run, findings = train(tmp_path, data, model=image_model())
-    lint = {f.evidence.layer: f for f in findings if f.code == "input_pipeline_config"}
+    lint = {f.evidence.check: f for f in findings if f.code == "input_pipeline_config"}
     assert set(lint) == {"shuffle_after_batch", "sequential_map", "no_prefetch"}
     assert lint["shuffle_after_batch"].severity == Severity.WARNING  # wrong, not just slow
     assert ".shuffle(buffer_size=10_000).batch(32)" in lint["shuffle_after_batch"].fixes[0].code
