@@ -26,7 +26,8 @@ LEADS = {
     "input_bound": {"input_wait_ms", "step_time_ms"},
     "dead_relu": {"layer_grad_norm"},
 }
-RUNS = 6 + len(EVENT_RUNS) + 1
+GARBAGE_RUN = "garbage_only"  # its one event file is not an event file
+RUNS = 6 + len(EVENT_RUNS) + 2
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -43,6 +44,8 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
         shutil.copytree(os.path.join(scenario_logdir, run), root / run)
     shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
     keras_only_nan_run(str(root / EPOCHS_RUN), update_freq="epoch")
+    (root / GARBAGE_RUN).mkdir()
+    (root / GARBAGE_RUN / "events.out.tfevents.1.host").write_bytes(b"this is not an event file\n" * 40)
     # A real OOM (capped address space, its own process), retried at smaller batches.
     oom_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oom_training.py")
     subprocess.run(
@@ -264,3 +267,15 @@ def test_dark_mode_follows_tensorboard_and_the_system(page):
         assert wait_for(lambda: frame.locator("html").get_attribute("data-theme") == "light", timeout=10)
     finally:
         dark.close()
+
+
+def test_a_run_whose_files_cannot_be_read_is_listed_with_its_error(page):
+    frame = health_frame(page)
+    item = frame.locator(f"[data-testid=run-item][data-run={GARBAGE_RUN}]")
+    item.wait_for()
+    assert "unreadable" in item.inner_text() and item.get_attribute("data-unreadable") is not None
+    item.click()
+    errors = frame.locator(f"[data-testid=run-view][data-run={GARBAGE_RUN}] [data-testid=run-errors]")
+    errors.wait_for()
+    assert "events.out.tfevents.1.host" in errors.inner_text() and "unreadable" in errors.inner_text()
+    assert "unreadable" in frame.locator(".th-summary").inner_text()

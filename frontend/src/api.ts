@@ -22,6 +22,8 @@ export interface RunSummary {
   last_step: number | null;
   last_epoch: number | null;
   errors: string[];
+  /** Nothing of the run could be read: its event files are garbage, corrupt from the start, ... */
+  unreadable: boolean;
 }
 
 export interface Fix {
@@ -170,7 +172,7 @@ async function getJson(url: string): Promise<unknown> {
 function parseRun(v: unknown): RunSummary {
   const o = obj(v);
   const c = obj(o["counts"]);
-  return {
+  const run: RunSummary = {
     run: str(o["run"]),
     status: status(o["status"]),
     counts: { critical: num(c["critical"]) ?? 0, warning: num(c["warning"]) ?? 0, info: num(c["info"]) ?? 0 },
@@ -178,7 +180,12 @@ function parseRun(v: unknown): RunSummary {
     last_step: num(o["last_step"]),
     last_epoch: num(o["last_epoch"]),
     errors: strs(o["errors"]),
+    unreadable: false,
   };
+  // An "ok" run with errors and no data at all is not healthy: nothing of it could be read.
+  run.unreadable =
+    run.status === "ok" && run.errors.length > 0 && !run.has_health_data && run.last_step === null && run.last_epoch === null;
+  return run;
 }
 
 function parseFinding(v: unknown): Finding {

@@ -91,12 +91,17 @@ export class App {
   private showRuns(): void {
     const runs = this.runs;
     const n = { critical: 0, warning: 0, ok: 0, pending: 0 };
-    for (const r of runs) n[r.status] += 1;
+    let unreadable = 0;
+    for (const r of runs) {
+      if (r.unreadable) unreadable += 1;
+      else n[r.status] += 1;
+    }
     this.summary.textContent =
       runs.length === 0
         ? ""
         : plural(runs.length, "run") +
           ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok" +
+          (unreadable ? ", " + unreadable + " unreadable" : "") +
           (n.pending ? ", " + n.pending + " still being diagnosed" : "");
     this.runList.update(runs);
     if (runs.length === 0) {

@@ -5,7 +5,7 @@ import { fetchFindings, fetchSeries, type Lead, type RunFindings, type RunSummar
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
 import { findingCard, type MountCharts } from "./finding_card";
-import { badge, countsText, errorText, fmtStep } from "./format";
+import { badge, countsText, errorText, fmtStep, unreadableBadge } from "./format";
 import { noCallbackHint } from "./hints";
 import type { Line } from "./charts";
 import { scalarColor } from "./theme";
@@ -110,7 +110,7 @@ export class RunView {
     const view = h("div", { class: "th-run-view", testid: "run-view", data: { run: f.run } }, [
       h("div", { class: "th-run-header" }, [
         h("h2", { class: "th-run-title", text: f.run }),
-        badge(f.status),
+        summary?.unreadable ? unreadableBadge() : badge(f.status),
         h("span", { class: "th-muted", text: countsText(counts) || "no findings" }),
         last !== null ? h("span", { class: "th-muted", text: "last " + last }) : null,
       ]),
@@ -118,7 +118,7 @@ export class RunView {
 
     const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
     if (errors.length > 0) view.appendChild(errorsNotice(errors));
-    if (!f.has_health_data) view.appendChild(noCallbackHint());
+    if (!f.has_health_data && !summary?.unreadable) view.appendChild(noCallbackHint());
 
     if (f.lead) {
       const { card, mount } = this.leadCard(f, f.lead);
@@ -128,7 +128,7 @@ export class RunView {
     if (f.timeline.length) view.appendChild(timelineCard(f.timeline, f.axis));
 
     view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
-    if (f.findings.length === 0) view.appendChild(noFindings(f.has_health_data, last));
+    if (f.findings.length === 0 && !summary?.unreadable) view.appendChild(noFindings(f.has_health_data, last));
     f.findings.forEach((finding, i) => {
       const { card, mount } = findingCard(f, finding, i, this.charts);
       view.appendChild(card);
