@@ -26,6 +26,7 @@ if os.environ.get("TF_USE_LEGACY_KERAS") == "1":  # the same run on tf_keras (te
 else:
     import keras
 import numpy as np
+from reference_steps import reference_steps
 
 from tb_trainhealth import HealthCallback
 
@@ -53,16 +54,8 @@ def reference(weights: list, x: np.ndarray, y: np.ndarray) -> dict[str, list[flo
     net.set_weights(weights)
     optimizer = keras.optimizers.SGD(0.1)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    norms, losses = [], []
-    for step in range(STEPS):
-        xb, yb = x[step * BATCH : (step + 1) * BATCH], y[step * BATCH : (step + 1) * BATCH]
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, net(xb, training=True))
-        grads = tape.gradient(loss, net.trainable_variables)
-        norms.append(float(tf.linalg.global_norm(grads)))
-        losses.append(float(loss))
-        optimizer.apply_gradients(zip(grads, net.trainable_variables))
-    return {"grad_norm": norms, "loss": losses}
+    batches = ((x[step * BATCH : (step + 1) * BATCH], y[step * BATCH : (step + 1) * BATCH]) for step in range(STEPS))
+    return reference_steps(net, optimizer, loss_fn, batches)
 
 
 def main(log_dir: str, mode: str = "clean") -> None:

@@ -106,22 +106,14 @@ def reference(net, weights: list, first: tuple, second: tuple, half: int) -> dic
     """The same steps on one device: each global batch is both workers' halves."""
     import numpy as np
     import tensorflow as tf
+    from reference_steps import reference_steps
 
     net.set_weights(weights)
     optimizer = tf.keras.optimizers.SGD(0.1)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    norms, losses = [], []
-    for step in range(STEPS):
-        rows = slice(step * half, (step + 1) * half)
-        xb = np.concatenate([first[0][rows], second[0][rows]])
-        yb = np.concatenate([first[1][rows], second[1][rows]])
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, net(xb, training=True))
-        grads = tape.gradient(loss, net.trainable_variables)
-        norms.append(float(tf.linalg.global_norm(grads)))
-        losses.append(float(loss))
-        optimizer.apply_gradients(zip(grads, net.trainable_variables))
-    return {"grad_norm": norms, "loss": losses}
+    rows = [slice(step * half, (step + 1) * half) for step in range(STEPS)]
+    batches = ((np.concatenate([first[0][r], second[0][r]]), np.concatenate([first[1][r], second[1][r]])) for r in rows)
+    return reference_steps(net, optimizer, loss_fn, batches)
 
 
 if __name__ == "__main__":
