@@ -21,6 +21,7 @@ from tb_trainhealth.contract.events import (
     PreflightEvent,
     ResumedEvent,
     StallEvent,
+    WeightInitEvent,
 )
 from tb_trainhealth.signals import RunSignals
 
@@ -39,7 +40,7 @@ class Entry:
 
 
 def _text(event: Event) -> str | None:
-    """One line for an event; None for measurements (activation probes, data statistics)."""
+    """One line for an event; None for measurements (activation probes, kernel and data statistics)."""
     match event:
         case NonfiniteEvent():
             layers = f" in {', '.join(event.layers[:3])}" if event.layers else ""
@@ -71,7 +72,7 @@ def _text(event: Event) -> str | None:
             planned = f"/{event.epochs_planned}" if event.epochs_planned is not None else ""
             epochs = f" after {event.epochs_run}{planned} epochs" if event.epochs_run is not None else ""
             return ("fit stopped early" if event.stopped_early else "fit ended") + epochs
-        case ActivationsEvent():
+        case ActivationsEvent() | WeightInitEvent():
             return None
     return event.kind.value
 
