@@ -172,7 +172,8 @@ def _problem(relpath: str, scan: _Scan, now: float) -> FileProblem | None:
 
 
 class EventFileChecker:
-    """Checks every event file under a local logdir; `check()` again reads only appended bytes."""
+    """Checks every event file under a local logdir; `check()` again goes on from where each file
+    was known good (a file not walked to its end yet, or one that grew), never re-reading it."""
 
     def __init__(self, logdir: str):
         self.logdir = logdir
@@ -242,7 +243,7 @@ def by_group(problems: dict[str, list[FileProblem]], groups: set[str]) -> dict[s
 
 class BackgroundChecker:
     """The tab's view of a logdir's event files: a check at most every `ttl` seconds, on a
-    thread of its own (a first look at a big logdir reads every byte once: ~10 ms per MB),
+    thread of its own (each check walks up to BYTES_PER_CHECK more of every file, ~9 ms per MB),
     so a route waits at most `wait` seconds and otherwise answers with the last result."""
 
     def __init__(self, logdir: str, ttl: float):
