@@ -55,6 +55,17 @@ def test_tf_keras_healthy_run_records_every_probe_and_stays_quiet(tmp_path):
     assert all(Severity.parse(f["severity"]) < Severity.WARNING for f in found), found
 
 
+def test_tf_keras_model_built_only_in_its_first_step_is_probed(tmp_path):
+    """A Sequential without an input shape has no variables at `on_train_begin` on tf_keras."""
+    proc = run_python(SINGLE, str(tmp_path / "run"), "unbuilt")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "probe disabled" not in proc.stderr, proc.stderr[-3000:]
+    steps = json.loads(proc.stdout.strip().splitlines()[-1])["steps"]
+    run = read_logdir(str(tmp_path))["run"]
+    np.testing.assert_array_equal(run.get(sig.GRAD_NORM).steps, list(range(1, steps + 1)))
+    assert len(run.info.layers) == 2
+
+
 def test_tf_keras_nan_is_found_and_traced_to_the_input(tmp_path):
     proc = run_python(SINGLE, str(tmp_path / "run"), "nan")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,10 +1,11 @@
 """A small tf_keras (legacy Keras 2) training run with HealthCallback, for tests: the Keras is
 chosen by `TF_USE_LEGACY_KERAS=1` before TensorFlow starts, so this runs in its own process.
 
-Usage: python tests/tf_keras_training.py LOG_DIR [clean|nan]
+Usage: python tests/tf_keras_training.py LOG_DIR [clean|nan|unbuilt]
   clean: `model.fit(..., callbacks=[HealthCallback(..., preflight=True)])` on a tf.data
          pipeline, then `tb_trainhealth.preflight` (Keras 3 only: its error is printed);
-  nan:   `tb_trainhealth.fit` on arrays holding one NaN input (row NAN_ROW, step NAN_STEP).
+  nan:   `tb_trainhealth.fit` on arrays holding one NaN input (row NAN_ROW, step NAN_STEP);
+  unbuilt: clean, on a Sequential given no input shape (no variables before the first step).
 Prints, as its last line, JSON: the single-device reference's per-step gradient norm and loss
 (clean; empty for nan).
 """
@@ -31,10 +32,10 @@ BATCH, STEPS, NAN_STEP = 16, 8, 3
 NAN_ROW = BATCH * (NAN_STEP - 1) + 5
 
 
-def model() -> keras.Model:
-    return keras.Sequential(
-        [keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3, activation="softmax")]
-    )
+def model(input_shape: bool = True) -> keras.Model:
+    """Without `input_shape` tf_keras builds the model only inside its first step."""
+    layers = [keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3, activation="softmax")]
+    return keras.Sequential([keras.Input((6,)), *layers] if input_shape else layers)
 
 
 def data(nan: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -59,8 +60,12 @@ def reference(weights: list, x: np.ndarray, y: np.ndarray) -> dict[str, list[flo
 def main(log_dir: str, mode: str = "clean") -> None:
     keras.utils.set_random_seed(0)
     x, y = data(mode == "nan")
-    net = model()
+    net = model(input_shape=mode != "unbuilt")
     net.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy())
+    if mode == "unbuilt":
+        net.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[HealthCallback(log_dir)])
+        print(json.dumps({"steps": STEPS}))
+        return
     weights = net.get_weights()
     if mode == "nan":
         tb_trainhealth.fit(net, x, y, log_dir=log_dir, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)

@@ -35,7 +35,7 @@ from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
-from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
+from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe, build_from_input
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
@@ -235,9 +235,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
         self._base_step = self._step if self._retrying else max(iterations, self._step)
         self._step, self._retrying, self._crashed = self._base_step, False, False
+        adapter = _quietly(training_data_adapter)
+        if legacy:
+            build_from_input(model, adapter)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
-        adapter = _quietly(training_data_adapter)
         self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
         recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
         self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches

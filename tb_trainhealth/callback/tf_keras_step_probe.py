@@ -51,6 +51,23 @@ def _build_optimizer_up_front(model: Any) -> None:
         logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
 
 
+def build_from_input(model: Any, adapter: Any) -> None:
+    """Build a model that has no variables yet (a Sequential without an input shape) from the
+    fit's input spec, as its first step would. tf_keras builds it only inside that step, after
+    `on_train_begin`, so the probe could not lay out its layers; Keras 3's `fit` builds it first.
+    Only for one input tensor; otherwise the probe says it is off, as before."""
+    if model.built or adapter is None:
+        return
+    try:
+        spec = adapter.get_dataset().element_spec
+        inputs = spec[0] if isinstance(spec, tuple) else spec
+        if isinstance(inputs, tf.TensorSpec):
+            with model.distribute_strategy.scope():
+                model.build(inputs.shape)
+    except Exception:  # tf_keras builds it in the first step as usual
+        logger.debug("tb-trainhealth: could not build the model before the first step", exc_info=True)
+
+
 class TfKerasStepProbe(StepProbe):
     """`StepProbe` with tf_keras' optimizer hooks (see the module docstring)."""
 
