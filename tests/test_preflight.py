@@ -21,12 +21,8 @@ from conftest import ROOT
 from tb_trainhealth.contract.events import PreflightEvent
 from tb_trainhealth.contract.vocab import LossKind
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.rules.preflight import (
-    check_cannot_fit_small_batch,
-    check_initial_loss_off,
-    check_input_ignored,
-    check_no_gradient,
-)
+from tb_trainhealth.rules.preflight import check_initial_loss_off, check_no_gradient
+from tb_trainhealth.rules.preflight_fit import check_cannot_fit_small_batch, check_input_ignored
 from tb_trainhealth.signals import RunSignals
 
 tf = pytest.importorskip("tensorflow")

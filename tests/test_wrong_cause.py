@@ -19,9 +19,10 @@ from tb_trainhealth.contract.events import LayerWeights, LintEvent, NonfiniteEve
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.class_balance import check_majority_class
+from tb_trainhealth.rules.data_scale import check_unnormalized_target
 from tb_trainhealth.rules.initialization import check_bad_initialization
 from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
-from tb_trainhealth.rules.training_data import check_unnormalized_target, labels_unrelated
+from tb_trainhealth.rules.training_data import labels_unrelated
 from tb_trainhealth.signals import RunSignals, Series
 
 # The wrong causes these runs used to get: they must not speak for them any more.

@@ -13,27 +13,21 @@ from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.rules.class_balance import check_majority_class
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
+from tb_trainhealth.rules.data_scale import check_unnormalized_input, check_unnormalized_target
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
 from tb_trainhealth.rules.initialization import check_bad_initialization
 from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
-from tb_trainhealth.rules.loss_curve import check_loss_divergence, check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_divergence import check_loss_divergence
 from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
 from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
-from tb_trainhealth.rules.preflight import (
-    check_cannot_fit_small_batch,
-    check_initial_loss_off,
-    check_input_ignored,
-    check_no_gradient,
-)
+from tb_trainhealth.rules.preflight import check_initial_loss_off, check_no_gradient
+from tb_trainhealth.rules.preflight_fit import check_cannot_fit_small_batch, check_input_ignored
 from tb_trainhealth.rules.stalls import check_ended_abruptly, check_training_stalled
-from tb_trainhealth.rules.training_data import (
-    check_label_problem,
-    check_unnormalized_input,
-    check_unnormalized_target,
-)
+from tb_trainhealth.rules.training_data import check_label_problem
 from tb_trainhealth.rules.undertrained import check_undertrained
 from tb_trainhealth.signals import RunSignals
 

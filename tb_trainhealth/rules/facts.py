@@ -13,6 +13,8 @@ from tb_trainhealth.findings import Fact
 
 MAX_VALUE_CHARS = 300  # a crash message or a long op list: the start says enough
 MAX_ITEMS = 12  # class counts, pipeline ops, layers: the rest as "... (N more)"
+# A lint event's fields that are not measurements of the data.
+LINT_NOT_FACTS = ("step", "check", "layer", "activation", "from_logits", "units", "rate", "output_range")
 
 
 def text(value: Any) -> str | None:
