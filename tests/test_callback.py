@@ -16,7 +16,7 @@ import tensorflow as tf
 from conftest import ROOT, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.callback import step_probe
+from tb_trainhealth.callback import row_buffer
 from tb_trainhealth.callback.row_layout import UPDATE_EVERY
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
@@ -93,10 +93,10 @@ def test_stop_on_critical_records_then_stops_and_notifies(tmp_path, capsys):
 
 
 def test_failing_probe_is_reported_once_and_training_continues(tmp_path, capsys, monkeypatch):
-    def broken(self, base_step):
+    def broken(self, base_step, num_layers):
         raise RuntimeError("probe bug")
 
-    monkeypatch.setattr(step_probe.StepProbe, "read_new_rows", broken)
+    monkeypatch.setattr(row_buffer.RowBuffer, "read_new", broken)
     model = tiny_model()
     x, y = data(640)
     history = model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"))])

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback import crash_guard, fit_context
+from tb_trainhealth.callback.build_up_front import build_from_input
 from tb_trainhealth.callback.fit_checks import FitChecks
 from tb_trainhealth.callback.input_probe import InputProbe, TfKerasInputProbe
 from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
@@ -35,7 +36,7 @@ from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
 from tb_trainhealth.callback.step_clock import StepClock, per_step
 from tb_trainhealth.callback.step_probe import StepProbe
-from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe, build_from_input
+from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
@@ -378,7 +379,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def _count_steps(self) -> None:
         """The current step, without reading the rows back (the next read-back writes them)."""
         if self._probe is not None:
-            self._step = self._base_step + self._probe.rows_written()
+            self._step = self._base_step + self._probe.ring.rows_written()
 
     @guarded("gradients")
     def _drain(self) -> None:
@@ -386,11 +387,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         probe = self._probe
         if probe is None or self._rows is None:
             return
-        rows = probe.read_new_rows(self._base_step)
-        if probe.lost_rows and not self._said_lost_rows:
+        rows = probe.ring.read_new(self._base_step, len(probe.layout.names))
+        if probe.ring.lost_rows and not self._said_lost_rows:
             self._said_lost_rows = True
             print(
-                f"tb-trainhealth: {probe.lost_rows} steps overflowed the read-back buffer and were not recorded.",
+                f"tb-trainhealth: {probe.ring.lost_rows} steps overflowed the read-back buffer and were not recorded.",
                 file=sys.stderr,
             )
         if rows is None:

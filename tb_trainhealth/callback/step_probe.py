@@ -36,27 +36,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth.callback.keras_flavor import tensor_of, variable_path
+from tb_trainhealth.callback.build_up_front import build_optimizer
+from tb_trainhealth.callback.keras_flavor import variable_path
 from tb_trainhealth.callback.nan_replay import NanReplay
-from tb_trainhealth.callback.probe_variable import probe_variable
+from tb_trainhealth.callback.row_buffer import RowBuffer
 from tb_trainhealth.callback.row_layout import (
-    NOT_SAMPLED,
-    UPDATE_EVERY,
-    WEIGHT_NORM_EVERY,
     LayerLayout,
-    Rows,
     row_width,
 )
+from tb_trainhealth.callback.weight_norms import WeightNorms, layer_sumsq
 
 if TYPE_CHECKING:
     import keras
 
 logger = logging.getLogger(__name__)
 
-# The update norm's copy of the weights is taken only for models up to this many parameters
-# (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
-# the update ratio is not measured.
-MAX_SNAPSHOT_PARAMS = 50_000_000
 
 Apply = Callable[..., Any]  # the optimizer's own `apply(grads, trainable_variables=None)`
 # Where a model keeps the probe of its last fit (set with object.__setattr__: not tracked by Keras).
@@ -90,42 +84,6 @@ def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
     so its norm is the norm of the gradient actually applied; never the full table."""
     unique, positions = tf.unique(grad.indices)
     return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
-
-
-def _layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
-    """Per-layer sum of squares of (layer index, tensor) pairs, as one vector.
-
-    tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of the probe is
-    mostly per-op dispatch, so fewer ops per variable is what matters."""
-    per_layer: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
-    for index, term in terms:
-        per_layer[index].append(tf.nn.l2_loss(term))
-    return 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in per_layer])
-
-
-def _build_optimizer_up_front(model: keras.Model) -> None:
-    """Create the optimizer's variables now, not inside the first traced step.
-
-    A `tf.function` that creates variables on its first call is traced a second time; Keras'
-    standard `train_step` builds the optimizer there, so a fresh model's step is traced twice
-    (and the probe's ops with it). Built here, with the variables that step will hand it, it
-    is traced once. Only for Keras' own `train_step`: a custom one may give this optimizer
-    only some of the variables."""
-    optimizer = getattr(model, "optimizer", None)
-    standard = getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
-    if optimizer is None or getattr(optimizer, "built", True) or not standard or not _fully_built(model):
-        return
-    try:
-        with model.distribute_strategy.scope():
-            optimizer.build(model.trainable_variables)
-    except Exception:  # Keras builds it in the step as usual
-        logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
-
-
-def _fully_built(model: keras.Model) -> bool:
-    """Every layer has its variables (a subclassed model may build some only in its first step)."""
-    layers = getattr(model, "_flatten_layers", None)
-    return bool(model.built and model.trainable_variables and layers) and all(layer.built for layer in layers())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,21 +127,15 @@ class StepProbe:
         self._layer_of_backend_variable = {
             id(getattr(v, "_value", v)): self.layout.var_to_layer[variable_path(v)] for v in model.trainable_variables
         }
-        self.capacity = capacity
-        self.width = row_width(len(self.layout.names))
+        self.ring = RowBuffer(capacity, row_width(len(self.layout.names)))
+        self._weights = WeightNorms(self.layout, self.ring, model)
         self.loss_captured = False
         self._loss = None
-        self._read = 0  # rows consumed so far
-        self.lost_rows = 0
-        self.buffer = probe_variable(tf.zeros([capacity, self.width]), "trainhealth_rows")
-        self.count = probe_variable(0, "trainhealth_count", tf.int64)
         # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
         replayable = localize_nan and not model.jit_compile and self.replicas == 1
-        self._nan = NanReplay(model, self.count, enabled=replayable, check_batch=not self.uses_loss_scale)
+        self._nan = NanReplay(model, self.ring.count, enabled=replayable, check_batch=not self.uses_loss_scale)
         self._installed = False
         self._localize_nan = localize_nan
-        self._fit_start_row = probe_variable(0, "trainhealth_fit_start", tf.int64)
-        self._fit_start = 0
         # What the instrumented function was traced for; Keras' own function, put back between fits.
         self._variables = tuple(id(v) for v in model.trainable_variables)
         self._keras_function: Any = None
@@ -198,7 +150,7 @@ class StepProbe:
             and model.train_function is self._keras_function
             and model.optimizer is self.optimizer
             and self._variables == tuple(id(v) for v in model.trainable_variables)
-            and (self.capacity, self._localize_nan) == (capacity, localize_nan)
+            and (self.ring.capacity, self._localize_nan) == (capacity, localize_nan)
         )
 
     @property
@@ -223,7 +175,7 @@ class StepProbe:
         self._installed = True
         self._keras_function = self.model.train_function
         if self._instrumented is None:
-            _build_optimizer_up_front(self.model)
+            build_optimizer(self.model)
             self.model.make_train_function(force=True)
             self._instrumented = self.model.train_function
         else:
@@ -231,10 +183,7 @@ class StepProbe:
         self._begin_fit()
 
     def _begin_fit(self) -> None:
-        start = int(self.count.numpy())
-        self._fit_start, self._read, self.lost_rows = start, start, 0
-        self._fit_start_row.assign(start)
-        self._nan.begin_fit(start)
+        self._nan.begin_fit(self.ring.begin_fit())
 
     def uninstall(self, keep: bool = True) -> None:
         """Remove the wrappers and give the model back Keras' own train function (also valid
@@ -301,14 +250,14 @@ class StepProbe:
         try:
             gradients = self._gradient_stats(grads, variables, scale)
             waiting = self._nan.hold(self._loss, grads)
-            before = self._weights_before(self._due(UPDATE_EVERY), variables)
+            before = self._weights.before(variables)
         except Exception:
             _probe_failed()
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
             self._nan.check_batch_once(self._loss, gradients.total_sumsq)
-            self._record(gradients, self._weight_and_update_norms(variables, before), scale=scale)
+            self._record(gradients, self._weights.after(variables, before), scale=scale)
         except Exception:
             _probe_failed()
         return result
@@ -322,7 +271,7 @@ class StepProbe:
             # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
             self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
             recording = self._writes_row(replica)
-            before = self._weights_before(self._due(UPDATE_EVERY), variables) if recording else []
+            before = self._weights.before(variables) if recording else []
         except Exception:
             _probe_failed()
             return original_apply(grads, trainable_variables)
@@ -335,7 +284,7 @@ class StepProbe:
             if shared is not None:
                 mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
                 loss = shared[0] if self._loss is not None else None
-            self._record(reduced, self._weight_and_update_norms(variables, before), loss, mask, scale)
+            self._record(reduced, self._weights.after(variables, before), loss, mask, scale)
         except Exception:
             _probe_failed()
         return result
@@ -371,57 +320,8 @@ class StepProbe:
             for grad, index in zip(grads, layers)
             if index is not None and grad is not None
         ]
-        grad_sumsq = _layer_sumsq(len(self.layout.names), grad_values) / (scale * scale)
+        grad_sumsq = layer_sumsq(len(self.layout.names), grad_values) / (scale * scale)
         return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
-
-    def _tracked(self, variables: list) -> list[tuple[int, Any]]:
-        layers = self.layout.var_to_layer
-        return [(layers[path], v) for v in variables if (path := variable_path(v)) in layers]
-
-    def _weights_before(self, sampled: tf.Tensor, variables: list) -> list[tf.Tensor]:
-        """A copy of the weights on sampled steps (reads are ordered before the update: same resource).
-        Not under XLA: its conditionals need equal shapes in both branches, i.e. a full-size copy
-        (or zeros) on every step."""
-        tracked = self._tracked(variables)
-        if not tracked or self.model.jit_compile or sum(self.layout.num_params) > MAX_SNAPSHOT_PARAMS:
-            return []
-        return tf.cond(
-            sampled,
-            lambda: [tf.identity(tf.cast(tensor_of(v), tf.float32)) for _, v in tracked],
-            lambda: [tf.zeros([0]) for _ in tracked],
-        )
-
-    def _due(self, every: int) -> tf.Tensor:
-        """Whether this step (the row about to be written) is one of every `every`-th."""
-        return tf.equal(tf.math.floormod(self.count + 1, every), 0)
-
-    def _weight_and_update_norms(self, variables: list, before: list[tf.Tensor]) -> tf.Tensor:
-        """Per-layer ||w|| and ||w - w_before|| after the update, as the row's last two blocks:
-        on sampled steps only (NOT_SAMPLED and NaN on the others)."""
-        num_layers = len(self.layout.names)
-        tracked = self._tracked(variables)
-
-        def layer_norms(terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
-            return tf.sqrt(_layer_sumsq(num_layers, terms))
-
-        def not_measured() -> tf.Tensor:
-            return tf.fill([num_layers], np.float32(np.nan))
-
-        def measure() -> tf.Tensor:
-            after = [(index, tf.cast(tensor_of(variable), tf.float32)) for index, variable in tracked]
-            if not before:  # no copies taken (XLA, a huge model)
-                return tf.concat([layer_norms(after), not_measured()], 0)
-
-            def moved() -> tf.Tensor:  # (the copies are empty on the steps in between)
-                return layer_norms([(index, value - old) for (index, value), old in zip(after, before)])
-
-            return tf.concat([layer_norms(after), tf.cond(self._due(UPDATE_EVERY), moved, not_measured)], 0)
-
-        if not tracked:
-            return tf.concat([tf.zeros([num_layers]), not_measured()], 0)
-        skipped = tf.concat([tf.fill([num_layers], np.float32(NOT_SAMPLED)), not_measured()], 0)
-        first_of_fit = tf.equal(self.count, self._fit_start_row)  # so that even a short fit has its norms
-        return tf.cond(tf.logical_or(first_of_fit, self._due(WEIGHT_NORM_EVERY)), measure, lambda: skipped)
 
     def _record(
         self,
@@ -459,13 +359,7 @@ class StepProbe:
             ],
             axis=0,
         )
-        slot = tf.reshape(tf.math.floormod(self.count, self.capacity), [1, 1])
-        row = tf.reshape(row, [1, self.width])
-        if isinstance(self.buffer, tf.distribute.DistributedValues):  # (tf_keras: see `probe_variable`)
-            self.buffer.assign(tf.tensor_scatter_nd_update(self.buffer, slot, row))  # this replica's copy
-        else:
-            self.buffer.scatter_nd_update(slot, row)
-        self.count.assign_add(1)
+        self.ring.write(row)
 
     def _loss_scalar(self) -> tf.Tensor:
         """The batch loss seen by `scale_loss`, as a float32 scalar."""
@@ -478,20 +372,3 @@ class StepProbe:
         if getattr(self.optimizer, "built", False):
             return tf.cast(self.optimizer.dynamic_scale, tf.float32)
         return tf.constant(float(self.optimizer.initial_scale))
-
-    # -- on the host --------------------------------------------------------------
-    def rows_written(self) -> int:
-        """Rows (steps) written in this fit."""
-        return int(self.count.numpy()) - self._fit_start
-
-    def read_new_rows(self, base_step: int) -> Rows | None:
-        """Rows written since the last read; step = base_step + row number in this fit (1-based)."""
-        count = int(self.count.numpy())
-        if count <= self._read:
-            return None
-        buffer = self.buffer.numpy()
-        first = max(self._read, count - self.capacity)
-        self.lost_rows += first - self._read
-        numbers = np.arange(first, count)
-        self._read = count
-        return Rows(base_step + numbers - self._fit_start + 1, buffer[numbers % self.capacity], len(self.layout.names))

@@ -25,47 +25,11 @@ from typing import Any
 
 import tensorflow as tf
 
+from tb_trainhealth.callback.build_up_front import build_tf_keras_optimizer
 from tb_trainhealth.callback.keras_flavor import variable_path
-from tb_trainhealth.callback.step_probe import GradientStats, StepProbe, _fully_built, _probe_failed, _replica_id
+from tb_trainhealth.callback.step_probe import GradientStats, StepProbe, _probe_failed, _replica_id
 
 logger = logging.getLogger(__name__)
-
-
-def _build_optimizer_up_front(model: Any) -> None:
-    """tf_keras' optimizer creates its variables (slots, a schedule's current rate) in the first
-    `apply_gradients`, i.e. inside the first traced step, which is then traced twice. Made here,
-    as `step_probe` does for Keras 3, the step is traced once. Only for tf_keras' own
-    `train_step` (a custom one may hand this optimizer only some of the variables)."""
-    optimizer = getattr(model, "optimizer", None)
-    train_step = type(model).train_step
-    standard = train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
-    if optimizer is None or getattr(optimizer, "_built", False) or not standard or not _fully_built(model):
-        return
-    try:
-        with model.distribute_strategy.scope():
-            optimizer.build(model.trainable_variables)
-            current_rate = getattr(optimizer, "_compute_current_learning_rate", None)
-            if current_rate is not None:
-                current_rate()
-    except Exception:  # tf_keras builds it in the step as usual
-        logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
-
-
-def build_from_input(model: Any, adapter: Any) -> None:
-    """Build a model that has no variables yet (a Sequential without an input shape) from the
-    fit's input spec, as its first step would. tf_keras builds it only inside that step, after
-    `on_train_begin`, so the probe could not lay out its layers; Keras 3's `fit` builds it first.
-    Only for one input tensor; otherwise the probe says it is off, as before."""
-    if model.built or adapter is None:
-        return
-    try:
-        spec = adapter.get_dataset().element_spec
-        inputs = spec[0] if isinstance(spec, tuple) else spec
-        if isinstance(inputs, tf.TensorSpec):
-            with model.distribute_strategy.scope():
-                model.build(inputs.shape)
-    except Exception:  # tf_keras builds it in the first step as usual
-        logger.debug("tb-trainhealth: could not build the model before the first step", exc_info=True)
 
 
 class TfKerasStepProbe(StepProbe):
@@ -76,7 +40,7 @@ class TfKerasStepProbe(StepProbe):
 
     def install(self) -> None:
         if self._instrumented is None:
-            _build_optimizer_up_front(self.model)
+            build_tf_keras_optimizer(self.model)
         super().install()
 
     def _writes_row(self, replica: int) -> bool:
