@@ -106,3 +106,25 @@ def fit_end(step: int, model: Any, callbacks: list[Any], epochs_run: int, params
 
 def _bool_or_none(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
+
+
+def describe_loss(loss: Any) -> str | None:
+    """The compiled loss as run_info names it: its string, or its name, or its class."""
+    if loss is None:
+        return None
+    if isinstance(loss, str):
+        return loss
+    return getattr(loss, "name", None) or type(loss).__name__
+
+
+def epoch_values(logs: dict[str, Any]) -> dict[str, float]:
+    """The numbers among an epoch's logs (losses, metrics; not arrays or strings)."""
+    return {key: float(value) for key, value in logs.items() if _is_number(value)}
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return np.ndim(value) == 0

@@ -1,7 +1,8 @@
 """HealthCallback: records training health into TensorBoard event files and diagnoses it live.
 
 The callback only routes Keras' hooks to its parts: `StepProbe` (values from inside the
-step), `StepClock` (step time, memory), `RowRecorder` (rows into records), `Recording`
+step), `StepClock` (step time, memory), `ReadBack` (when rows come back to the host),
+`RowRecorder` (rows into records), `Recording`
 (event file and the online engine's copy), `FitChecks` (lint, activation probe),
 `LiveDiagnosis` (rules while training), `crash_guard` (the exception that ends it) and
 `StallWatchdog` (a step that never finishes).
@@ -11,13 +12,11 @@ from __future__ import annotations
 
 import atexit
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback import crash_guard, fit_context
@@ -30,11 +29,12 @@ from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_rol
 from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
-from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded
+from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded, notice_once, quietly
+from tb_trainhealth.callback.read_back import MAX_UNREAD, ReadBack
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
-from tb_trainhealth.callback.step_clock import StepClock, per_step
+from tb_trainhealth.callback.step_clock import StepClock
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
 from tb_trainhealth.contract import tags
@@ -44,15 +44,6 @@ from tb_trainhealth.findings import Finding, Severity
 
 logger = logging.getLogger(__name__)
 
-# Rows are read back once per READ_SECONDS, or sooner when MAX_UNREAD steps wait (the ring
-# buffer holds twice as many): one device->host copy and one background write per window, so
-# a read-back (~1 ms) costs ~0.1% of the time however short the steps, and a live reader
-# lags by about a second.
-READ_SECONDS = 1.0
-MAX_UNREAD = 128
-# tf_keras times the batch hooks of a fit's first 6 batches and warns when they take longer
-# than the batches: there the first read-back (its tracing) waits for that window to close.
-TF_KERAS_TIMED_CALLS = 7
 NOTICE_STOP_ON_MULTI_WORKER = (
     "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
     "the same step); findings are still recorded."
@@ -136,13 +127,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._step = 0  # the last step recorded (steps go on across fits)
         self._base_step = 0  # the step this fit started at
         self._epoch = 0
-        self._calls_since_read = 0
-        self._last_read = 0.0  # perf_counter() of the last read-back
-        self._no_rows_yet = True  # in this fit
-        self._calls_before_first_read = 0  # (TF_KERAS_TIMED_CALLS on tf_keras)
+        self._reads = ReadBack(self._clock, self._input, legacy=False)
         self._crashed = False
         self._retrying = False
-        self._said_lost_rows = False
         self._fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
         self._watch = watchdog_for(
             stall_after,
@@ -178,8 +165,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         watch = self._watch  # the watchdog's only per-step cost: two stores
         watch.batch, watch.last = batch, self._clock.batch_begin()
-        self._calls_since_read += 1
-        if self._read_due():
+        if self._reads.call_began(self._probe):
             self._drain()
             self._diagnose_if_due()
 
@@ -197,7 +183,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._clock.epoch_end()
-        if self._read_due():
+        if self._reads.due(self._probe):
             self._drain()
         else:  # short epochs end more often than rows are due: only the step count is read
             self._count_steps()
@@ -236,23 +222,22 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
         self._base_step = self._step if self._retrying else max(iterations, self._step)
         self._step, self._retrying, self._crashed = self._base_step, False, False
-        adapter = _quietly(training_data_adapter)
+        adapter = quietly(training_data_adapter)
         if legacy:
             build_from_input(model, adapter)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
-        self._fit_callbacks = [c for c in _quietly(fit_context.fit_callbacks) or [] if c is not self]
+        self._fit_callbacks = [c for c in quietly(fit_context.fit_callbacks) or [] if c is not self]
         recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
         self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
         if self.preflight and legacy:
-            _notice_once(PREFLIGHT_KERAS_3_ONLY + " The other checks are on.")
+            notice_once(PREFLIGHT_KERAS_3_ONLY + " The other checks are on.")
         elif self.preflight:
             self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
-        self._last_read, self._no_rows_yet, self._calls_since_read = time.perf_counter(), True, 0
-        self._calls_before_first_read = TF_KERAS_TIMED_CALLS if legacy else 0
+        self._reads = ReadBack(self._clock, self._input, legacy)
         atexit.register(self._finish)
 
     def _recording_started(self) -> Recording:
@@ -265,7 +250,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
                 self.live.verbose = False  # the chief prints the same findings
             if role is not None and self.live.stop_on is not None:
                 self.live.stop_on = None
-                _notice_once(NOTICE_STOP_ON_MULTI_WORKER)
+                notice_once(NOTICE_STOP_ON_MULTI_WORKER)
             self._rows = RowRecorder(self._recording)
         return self._recording
 
@@ -277,7 +262,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             schema=tags.SCHEMA_VERSION,
             model=model.name,
             optimizer=type(model.optimizer).__name__,
-            loss=_describe(getattr(model, "loss", None)),
+            loss=fit_context.describe_loss(getattr(model, "loss", None)),
             loss_scale=probe.uses_loss_scale if probe is not None else False,
             layers=tuple(LayerInfo(n, p) for n, p in zip(layout.names, layout.num_params)) if layout else (),
             steps_per_execution=steps_per_call,
@@ -364,17 +349,6 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
                 self._wrap_step_functions()  # uninstalling put Keras' own train function back
 
     # -- per step ---------------------------------------------------------------------
-    def _read_due(self) -> bool:
-        """Rows are due (see READ_SECONDS); or the first NaN was just replayed: its finding
-        (and `stop_on`) must not wait; or none were read in this fit yet: the first rows trace
-        the row writer (~0.3 s), best paid along with the first step's own tracing (on tf_keras
-        after its hook timing: TF_KERAS_TIMED_CALLS)."""
-        unread = self._calls_since_read * self._clock.steps_per_call
-        if self._no_rows_yet and self._calls_since_read < self._calls_before_first_read:
-            return unread >= MAX_UNREAD or (self._probe is not None and bool(self._probe.nan_origins))
-        urgent = self._probe is not None and (self._no_rows_yet or bool(self._probe.nan_origins))
-        return urgent or unread >= MAX_UNREAD or time.perf_counter() - self._last_read >= READ_SECONDS
-
     @guarded("gradients")
     def _count_steps(self) -> None:
         """The current step, without reading the rows back (the next read-back writes them)."""
@@ -383,30 +357,14 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     @guarded("gradients")
     def _drain(self) -> None:
-        self._last_read, self._calls_since_read = time.perf_counter(), 0
-        probe = self._probe
-        if probe is None or self._rows is None:
-            return
-        rows = probe.ring.read_new(self._base_step, len(probe.layout.names))
-        if probe.ring.lost_rows and not self._said_lost_rows:
-            self._said_lost_rows = True
-            print(
-                f"tb-trainhealth: {probe.ring.lost_rows} steps overflowed the read-back buffer and were not recorded.",
-                file=sys.stderr,
-            )
-        if rows is None:
-            return
-        self._no_rows_yet = False
-        step_ms, host_mb, device_mb = self._clock.take(len(rows.steps))
-        self._watch.add_step_times(step_ms)
-        wait_ms = per_step(np.asarray(self._input.take_waits(), np.float64), len(rows.steps))
-        self._step = int(rows.steps[-1])
-        self._rows.record(probe, rows, self._base_step, step_ms, wait_ms, (host_mb, device_mb))
+        step = self._reads.read(self._probe, self._rows, self._base_step, self._watch.add_step_times)
+        if step is not None:
+            self._step = step
 
     # -- per epoch ----------------------------------------------------------------------
     @guarded("epoch")
     def _record_epoch(self, epoch: int, logs: dict[str, Any]) -> None:
-        values = {key: float(v) for key, v in logs.items() if _is_number(v)}
+        values = fit_context.epoch_values(logs)
         if values and self._recording is not None:
             self._recording.epoch(self._step, epoch, values)
 
@@ -430,39 +388,3 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def _write_events(self) -> None:
         if self._recording is not None:
             self._recording.write_events(self._step)
-
-
-_NOTICES_GIVEN: set[str] = set()
-
-
-def _notice_once(notice: str) -> None:
-    """A feature that cannot work in this setting: one warning per process (on stderr when the
-    user has configured no logging)."""
-    if notice not in _NOTICES_GIVEN:
-        _NOTICES_GIVEN.add(notice)
-        logger.warning(notice)
-
-
-def _quietly(function: Callable[[], Any]) -> Any:
-    """Best-effort context for the log: None rather than an error."""
-    try:
-        return function()
-    except Exception:
-        logger.debug("tb-trainhealth: %s failed", getattr(function, "__name__", function), exc_info=True)
-        return None
-
-
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return np.ndim(value) == 0
-
-
-def _describe(loss: Any) -> str | None:
-    if loss is None:
-        return None
-    if isinstance(loss, str):
-        return loss
-    return getattr(loss, "name", None) or type(loss).__name__

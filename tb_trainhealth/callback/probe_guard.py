@@ -59,3 +59,23 @@ def guarded(probe: str):
         return wrapper
 
     return decorate
+
+
+_NOTICES_GIVEN: set[str] = set()
+
+
+def notice_once(notice: str) -> None:
+    """A feature that cannot work in this setting: one warning per process (on stderr when the
+    user has configured no logging)."""
+    if notice not in _NOTICES_GIVEN:
+        _NOTICES_GIVEN.add(notice)
+        logger.warning(notice)
+
+
+def quietly(function: Callable[[], Any]) -> Any:
+    """Best-effort context for the record: None rather than an error."""
+    try:
+        return function()
+    except Exception:
+        logger.debug("tb-trainhealth: %s failed", getattr(function, "__name__", function), exc_info=True)
+        return None
