@@ -30,7 +30,7 @@ from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded, notice_once, quietly
-from tb_trainhealth.callback.read_back import MAX_UNREAD, ReadBack
+from tb_trainhealth.callback.read_back import MAX_UNREAD, TF_KERAS_TIMED_CALLS, ReadBack
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
@@ -165,6 +165,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def on_train_batch_begin(self, batch, logs=None):
         watch = self._watch  # the watchdog's only per-step cost: two stores
         watch.batch, watch.last = batch, self._clock.batch_begin()
+        if self._probe is not None:
+            self._probe.weights.call_began()
         if self._reads.call_began(self._probe):
             self._drain()
             self._diagnose_if_due()
@@ -183,6 +185,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._clock.epoch_end()
+        if self._probe is not None:
+            self._probe.weights.epoch_ended()
         if self._reads.due(self._probe):
             self._drain()
         else:  # short epochs end more often than rows are due: only the step count is read
@@ -280,6 +284,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     @guarded("gradients")
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
         self._probe = probe_class.attach(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
+        self._probe.weights.begin_fit(steps_per_call, TF_KERAS_TIMED_CALLS if is_tf_keras(self.model) else 0)
 
     @guarded("crashes")
     def _wrap_step_functions(self) -> None:

@@ -77,6 +77,7 @@ class ReadBack:
         if rows is None:
             return None
         self._no_rows_yet = False
+        probe.weights.fill(rows, base_step)
         step_ms, host_mb, device_mb = self._clock.take(len(rows.steps))
         on_step_times(step_ms)
         wait_ms = per_step(np.asarray(self._input.take_waits(), np.float64), len(rows.steps))

@@ -22,7 +22,6 @@ class RowBuffer:
         self.capacity, self.width = capacity, width
         self.values = probe_variable(tf.zeros([capacity, width]), "trainhealth_rows")
         self.count = probe_variable(0, "trainhealth_count", tf.int64)  # rows ever written
-        self._fit_start_row = probe_variable(0, "trainhealth_fit_start", tf.int64)
         self._fit_start = 0
         self._read = 0  # rows consumed so far
         self.lost_rows = 0
@@ -31,18 +30,9 @@ class RowBuffer:
         """A fit starts: its rows are numbered from here. Returns the rows written before it."""
         start = int(self.count.numpy())
         self._fit_start, self._read, self.lost_rows = start, start, 0
-        self._fit_start_row.assign(start)
         return start
 
     # -- inside the step ----------------------------------------------------------
-    def due(self, every: int) -> tf.Tensor:
-        """Whether the row about to be written is one of every `every`-th."""
-        return tf.equal(tf.math.floormod(self.count + 1, every), 0)
-
-    def first_of_fit(self) -> tf.Tensor:
-        """Whether the row about to be written is the fit's first."""
-        return tf.equal(self.count, self._fit_start_row)
-
     def write(self, row: tf.Tensor) -> None:
         slot = tf.reshape(tf.math.floormod(self.count, self.capacity), [1, 1])
         row = tf.reshape(row, [1, self.width])

@@ -5,7 +5,8 @@ reads rows back and turns columns into summaries. Both sides agree on the layout
 neither needs the other's machinery (and this module needs neither TensorFlow nor them).
 
 A row: the fixed columns (COL_*), then four blocks of one value per layer: gradient norm,
-non-finite gradient count, weight norm (sampled), update norm (sampled).
+non-finite gradient count, weight norm (sampled), update norm (sampled). The step writes the
+first two; the sampled blocks are filled on the host (`weight_norms`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ if TYPE_CHECKING:
 COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE, COL_NONFINITE_REPLICAS, COL_LOSS_SCALE = range(6)
 FIXED_COLUMNS = 6
 LAYER_BLOCKS = 4
-# Per-layer weight norms change slowly: taken on the first step of a fit and every
+# Per-layer weight norms change slowly: taken after a fit's first call and every
 # this-many-th step only (one reduction per variable: 3.5% of a 1 ms step if taken on every
 # step); NOT_SAMPLED on the other rows.
 WEIGHT_NORM_EVERY = 10
 NOT_SAMPLED = -1.0
 # The update norm ||w_after - w_before|| needs a copy of the weights before the update:
-# taken on every this-many-th step only (the copy lives for the length of one update).
+# taken on every this-many-th step only (the copy lives for the length of one update; not
+# with steps_per_execution > 1, where a call holds several updates).
 UPDATE_EVERY = 20  # a multiple of WEIGHT_NORM_EVERY: the ratio needs both norms
 
 

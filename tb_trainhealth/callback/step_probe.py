@@ -7,9 +7,10 @@ standard `train_step` (and most custom ones) call:
 - `scale_loss(loss)`: sees the batch loss (before loss scaling);
 - `apply(grads, variables)`: sees the gradients actually applied.
 
-Inside the compiled step the wrapper reduces gradients and weights to one small
-row (loss, global norm, lr, per-layer norms, non-finite counts; layout in
-`row_layout`) and writes it into a ring buffer of variables. No extra
+Inside the compiled step the wrapper reduces the gradients to one small row (loss,
+global norm, lr, per-layer norms, non-finite counts; layout in `row_layout`) and
+writes it into a ring buffer of variables (`row_buffer`); per-layer weight and update
+norms are sampled between steps (`weight_norms`) and joined to the rows on the host. No extra
 forward/backward pass, no summary op inside the (possibly XLA-compiled) step; the
 callback reads the buffer every few steps and writes summaries outside it. The
 first-NaN replay (`nan_replay`) is called from the same wrappers.
@@ -41,6 +42,7 @@ from tb_trainhealth.callback.keras_flavor import variable_path
 from tb_trainhealth.callback.nan_replay import NanReplay
 from tb_trainhealth.callback.row_buffer import RowBuffer
 from tb_trainhealth.callback.row_layout import (
+    NOT_SAMPLED,
     LayerLayout,
     row_width,
 )
@@ -128,7 +130,7 @@ class StepProbe:
             id(getattr(v, "_value", v)): self.layout.var_to_layer[variable_path(v)] for v in model.trainable_variables
         }
         self.ring = RowBuffer(capacity, row_width(len(self.layout.names)))
-        self._weights = WeightNorms(self.layout, self.ring, model)
+        self.weights = WeightNorms(self.layout, model)  # sampled from the host, between steps
         self.loss_captured = False
         self._loss = None
         # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
@@ -250,14 +252,13 @@ class StepProbe:
         try:
             gradients = self._gradient_stats(grads, variables, scale)
             waiting = self._nan.hold(self._loss, grads)
-            before = self._weights.before(variables)
         except Exception:
             _probe_failed()
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
             self._nan.check_batch_once(self._loss, gradients.total_sumsq)
-            self._record(gradients, self._weights.after(variables, before), scale=scale)
+            self._record(gradients, scale=scale)
         except Exception:
             _probe_failed()
         return result
@@ -271,7 +272,6 @@ class StepProbe:
             # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
             self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
             recording = self._writes_row(replica)
-            before = self._weights.before(variables) if recording else []
         except Exception:
             _probe_failed()
             return original_apply(grads, trainable_variables)
@@ -284,7 +284,7 @@ class StepProbe:
             if shared is not None:
                 mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
                 loss = shared[0] if self._loss is not None else None
-            self._record(reduced, self._weights.after(variables, before), loss, mask, scale)
+            self._record(reduced, loss, mask, scale)
         except Exception:
             _probe_failed()
         return result
@@ -326,12 +326,12 @@ class StepProbe:
     def _record(
         self,
         gradients: GradientStats,
-        weight_and_update_norms: tf.Tensor,
         loss: tf.Tensor | None = None,
         nonfinite_replicas: tf.Tensor | float = 0.0,
         scale: tf.Tensor | None = None,
     ) -> None:
-        """One row into the ring buffer: loss, norms, lr, non-finite counts, (sampled) weight norms.
+        """One row into the ring buffer: loss, norms, lr, non-finite counts; the weight and update
+        blocks are left unsampled (`WeightNorms` fills them on the host).
         `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
         num_layers = len(self.layout.names)
 
@@ -355,7 +355,7 @@ class StepProbe:
                 [tf.reduce_sum(layer_nonfinite), tf.cast(nonfinite_replicas, tf.float32), scale],
                 tf.sqrt(gradients.layer_sumsq),
                 layer_nonfinite,
-                weight_and_update_norms,
+                np.concatenate([np.full(num_layers, NOT_SAMPLED, np.float32), np.full(num_layers, np.nan, np.float32)]),
             ],
             axis=0,
         )

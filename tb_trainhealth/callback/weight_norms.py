@@ -1,25 +1,32 @@
-"""Per-layer weight norms and update norms, measured inside the step on sampled steps only.
+"""Per-layer weight norms and update norms, sampled between steps from the host.
 
-||w|| changes slowly: taken on the first step of a fit and every WEIGHT_NORM_EVERY-th step (one
-reduction per variable: 3.5% of a 1 ms step on every step). ||w_after - w_before|| needs a copy of
-the weights before the update: taken every UPDATE_EVERY-th step, and only where the copy is
-affordable and expressible (not under XLA, not for huge models). With the gradient norms they
-give the update ratio.
+||w|| changes slowly: it is taken after the first call of a fit (on tf_keras after its timed
+calls) and then every WEIGHT_NORM_EVERY steps. ||w_after - w_before|| (with the gradient norms: the update ratio) needs the weights
+before one update: a copy is taken before every UPDATE_EVERY-th step and compared after it.
+
+Each is one call of a small compiled function between two steps, queued like any op (its
+result is read only with the rows, so no device sync), instead of conditionals inside the
+training step: a `tf.cond` costs every step ~20 µs on CPU and its branches are traced with
+the step, while these cost one call per sample and are traced once per model. The copy is a
+read of each variable: the optimizer's in-place update copies a buffer that is still
+referenced, so the copy keeps the old values, for one step.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback.keras_flavor import tensor_of, variable_path
-from tb_trainhealth.callback.row_buffer import RowBuffer
-from tb_trainhealth.callback.row_layout import NOT_SAMPLED, UPDATE_EVERY, WEIGHT_NORM_EVERY, LayerLayout
+from tb_trainhealth.callback.row_layout import UPDATE_EVERY, WEIGHT_NORM_EVERY, LayerLayout, Rows
 
 if TYPE_CHECKING:
     import keras
+
+logger = logging.getLogger(__name__)
 
 # The update norm's copy of the weights is taken only for models up to this many parameters
 # (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
@@ -39,54 +46,83 @@ def layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tenso
 
 
 class WeightNorms:
-    """The row's last two blocks (weight norm, update norm per layer) for one probe."""
+    """One per step probe (its compiled functions are kept across fits); `begin_fit` each fit.
 
-    def __init__(self, layout: LayerLayout, ring: RowBuffer, model: keras.Model):
+    The callback says when a host call of the train function begins (`call_began`) and when an
+    epoch ends (`epoch_ended`); the read-back puts the samples into the rows of their steps
+    (`fill`)."""
+
+    def __init__(self, layout: LayerLayout, model: keras.Model):
         self.layout = layout
-        self._ring = ring
-        self._snapshots = not model.jit_compile and sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
+        layers = layout.var_to_layer
+        self._tracked = [(layers[path], v) for v in model.trainable_variables if (path := variable_path(v)) in layers]
+        self._snapshots = sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
+        num_layers = len(layout.names)
 
-    def tracked(self, variables: list) -> list[tuple[int, Any]]:
-        layers = self.layout.var_to_layer
-        return [(layers[path], v) for v in variables if (path := variable_path(v)) in layers]
+        def values() -> list[tuple[int, tf.Tensor]]:
+            return [(index, tf.cast(tensor_of(v), tf.float32)) for index, v in self._tracked]
 
-    def before(self, variables: list) -> list[tf.Tensor]:
-        """A copy of the weights on sampled steps (reads are ordered before the update: same resource).
-        Not under XLA: its conditionals need equal shapes in both branches, i.e. a full-size copy
-        (or zeros) on every step."""
-        tracked = self.tracked(variables)
-        if not tracked or not self._snapshots:
-            return []
-        return tf.cond(
-            self._ring.due(UPDATE_EVERY),
-            lambda: [tf.identity(tf.cast(tensor_of(v), tf.float32)) for _, v in tracked],
-            lambda: [tf.zeros([0]) for _ in tracked],
+        self._weights_sumsq = tf.function(lambda: layer_sumsq(num_layers, values()))
+        self._copy = tf.function(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
+        self._update_sumsq = tf.function(
+            lambda before: layer_sumsq(
+                num_layers, [(i, w - tf.cast(b, tf.float32)) for (i, w), b in zip(values(), before)]
+            )
         )
+        self.enabled = bool(self._tracked)
+        self.begin_fit(1)
 
-    def after(self, variables: list, before: list[tf.Tensor]) -> tf.Tensor:
-        """Per-layer ||w|| and ||w - w_before|| after the update, as the row's last two blocks:
-        on sampled steps only (NOT_SAMPLED and NaN on the others)."""
-        num_layers = len(self.layout.names)
-        tracked = self.tracked(variables)
+    def begin_fit(self, steps_per_call: int, timed_calls: int = 0) -> None:
+        """`timed_calls`: tf_keras times the batch hooks of a fit's first calls and warns when they
+        take longer than the batches, so no sample is taken (its first call traces) before them."""
+        self._steps_per_call = steps_per_call
+        self._timed_calls = timed_calls
+        self._calls = 0
+        self._last_sampled = 0  # steps of this fit done at the last weight norm
+        # (steps done, weights sumsq, update sumsq or None): tensors, read with the rows
+        self._samples: list[tuple[int, Any, Any]] = []
+        self._copy_for: int | None = None  # the step whose update the copy is for
+        self._copy_values: Any = None
 
-        def layer_norms(terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
-            return tf.sqrt(layer_sumsq(num_layers, terms))
+    def call_began(self) -> None:
+        """A call of the train function begins: the previous one is done."""
+        self._calls += 1
+        if self.enabled and self._calls > self._timed_calls:
+            self._after((self._calls - 1) * self._steps_per_call)
 
-        def not_measured() -> tf.Tensor:
-            return tf.fill([num_layers], np.float32(np.nan))
+    def epoch_ended(self) -> None:
+        """The epoch's last call is done (its weights are those the next epoch starts from)."""
+        if self.enabled:
+            self._after(self._calls * self._steps_per_call)
 
-        def measure() -> tf.Tensor:
-            after = [(index, tf.cast(tensor_of(variable), tf.float32)) for index, variable in tracked]
-            if not before:  # no copies taken (XLA, a huge model)
-                return tf.concat([layer_norms(after), not_measured()], 0)
+    def _after(self, done: int) -> None:
+        """`done` steps of this fit are done: sample what is due, copy what the next step needs."""
+        try:
+            if done > self._last_sampled and (
+                self._last_sampled == 0 or done // WEIGHT_NORM_EVERY > self._last_sampled // WEIGHT_NORM_EVERY
+            ):
+                update = None
+                if self._copy_for == done:
+                    update = self._update_sumsq(self._copy_values)
+                self._samples.append((done, self._weights_sumsq(), update))
+                self._last_sampled = done
+            self._copy_for, self._copy_values = None, None
+            if self._snapshots and self._steps_per_call == 1 and (done + 1) % UPDATE_EVERY == 0:
+                self._copy_for, self._copy_values = done + 1, self._copy()
+        except Exception:  # never break the step: lose the weight norms, keep the rest
+            logger.exception("tb-trainhealth: weight norms disabled (could not measure them)")
+            self.enabled, self._samples = False, []
 
-            def moved() -> tf.Tensor:  # (the copies are empty on the steps in between)
-                return layer_norms([(index, value - old) for (index, value), old in zip(after, before)])
-
-            return tf.concat([layer_norms(after), tf.cond(self._ring.due(UPDATE_EVERY), moved, not_measured)], 0)
-
-        if not tracked:
-            return tf.concat([tf.zeros([num_layers]), not_measured()], 0)
-        skipped = tf.concat([tf.fill([num_layers], np.float32(NOT_SAMPLED)), not_measured()], 0)
-        first_of_fit = self._ring.first_of_fit()  # so that even a short fit has its norms
-        return tf.cond(tf.logical_or(first_of_fit, self._ring.due(WEIGHT_NORM_EVERY)), measure, lambda: skipped)
+    def fill(self, rows: Rows, base_step: int) -> None:
+        """Put the samples of the rows' steps into their weight and update blocks; keep later ones."""
+        row_of = {int(step) - base_step: i for i, step in enumerate(rows.steps)}
+        later = []
+        for done, weights, update in self._samples:
+            if done not in row_of:
+                later.append((done, weights, update))
+                continue
+            row = row_of[done]
+            rows.layer_weight_norm[row] = np.sqrt(np.asarray(weights))
+            if update is not None:
+                rows.layer_update_norm[row] = np.sqrt(np.asarray(update))
+        self._samples = [s for s in later if s[0] > int(rows.steps[-1]) - base_step]
