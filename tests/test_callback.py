@@ -16,7 +16,7 @@ import tensorflow as tf
 from conftest import ROOT, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.callback import row_buffer
+from tb_trainhealth.callback import row_buffer, weight_norms
 from tb_trainhealth.callback.row_layout import UPDATE_EVERY
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
@@ -257,10 +257,15 @@ def test_model_config_lint_on_dropout(tmp_path, layers, check):
     assert all(f.severity == Severity.INFO and f.evidence.layer == "drop" and f.fixes[0].code for f in found)
 
 
-def test_update_ratio_is_the_real_update_over_the_weights(tmp_path):
+@pytest.mark.parametrize("hidden_layers", [1, 9])  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
+def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layers):
     """Plain SGD moves each weight by exactly lr * gradient: the sampled ||dw|| / ||w|| must equal
     lr * ||g|| / ||w|| on the same step, layer by layer."""
-    model = tiny_model()
+    keras.utils.set_random_seed(0)
+    hidden = [keras.layers.Dense(8, activation="relu") for _ in range(hidden_layers)]
+    model = keras.Sequential([keras.Input((4,)), *hidden, keras.layers.Dense(3)])
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert (len(model.trainable_variables) > weight_norms.EAGER_MAX_VARIABLES) == (hidden_layers == 9)
     x, y = data(640)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
     run = read_logdir(str(tmp_path))["run"]
@@ -270,7 +275,9 @@ def test_update_ratio_is_the_real_update_over_the_weights(tmp_path):
     for step, ratio in zip(ratios.steps, ratios.values):
         grad = grads.values[list(grads.steps).index(step)]
         weight = weights.values[list(weights.steps).index(step)]
-        np.testing.assert_allclose(ratio * weight, 0.1 * grad, rtol=1e-4)
+        # ||w_after - w_before|| in float32: weights of ~0.3 moving by ~1e-6 (the deep model's first
+        # layers) keep ~3 digits, so the deep model is held to 1e-3.
+        np.testing.assert_allclose(ratio * weight, 0.1 * grad, rtol=1e-4 if hidden_layers == 1 else 1e-3)
 
 
 def test_the_event_file_is_closed_after_fit_and_a_fit_that_follows_at_once_writes_on_in_it(tmp_path, monkeypatch):

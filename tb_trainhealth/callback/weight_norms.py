@@ -4,10 +4,9 @@
 calls) and then every WEIGHT_NORM_EVERY steps. ||w_after - w_before|| (with the gradient norms: the update ratio) needs the weights
 before one update: a copy is taken before every UPDATE_EVERY-th step and compared after it.
 
-Each is one call of a small compiled function between two steps, queued like any op (its
-result is read only with the rows, so no device sync), instead of conditionals inside the
-training step: a `tf.cond` costs every step ~20 µs on CPU and its branches are traced with
-the step, while these cost one call per sample and are traced once per model. The copy is a
+Each is a few ops between two steps (a compiled function for models with many variables),
+queued like any op (the result is read only with the rows, so no device sync), instead of
+conditionals inside the training step, which cost every step and are traced with it. The copy is a
 read of each variable: the optimizer's in-place update copies a buffer that is still
 referenced, so the copy keeps the old values, for one step.
 """
@@ -32,6 +31,10 @@ logger = logging.getLogger(__name__)
 # (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
 # the update ratio is not measured.
 MAX_SNAPSHOT_PARAMS = 50_000_000
+# Up to this many variables the samples run eagerly (a few ops each, ~10 µs per op, every 10th
+# step); beyond, as compiled functions (one call each, traced once per model: ~50 ms per
+# function, which a tiny model's short fits would feel; a big model's trace is much longer).
+EAGER_MAX_VARIABLES = 16
 
 
 def layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
@@ -62,9 +65,10 @@ class WeightNorms:
         def values() -> list[tuple[int, tf.Tensor]]:
             return [(index, tf.cast(tensor_of(v), tf.float32)) for index, v in self._tracked]
 
-        self._weights_sumsq = tf.function(lambda: layer_sumsq(num_layers, values()))
-        self._copy = tf.function(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
-        self._update_sumsq = tf.function(
+        compiled = tf.function if len(self._tracked) > EAGER_MAX_VARIABLES else _eager
+        self._weights_sumsq = compiled(lambda: layer_sumsq(num_layers, values()))
+        self._copy = compiled(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
+        self._update_sumsq = compiled(
             lambda before: layer_sumsq(
                 num_layers, [(i, w - tf.cast(b, tf.float32)) for (i, w), b in zip(values(), before)]
             )
@@ -126,3 +130,7 @@ class WeightNorms:
             if update is not None:
                 rows.layer_update_norm[row] = np.sqrt(np.asarray(update))
         self._samples = [s for s in later if s[0] > int(rows.steps[-1]) - base_step]
+
+
+def _eager(function: Any) -> Any:
+    return function
