@@ -132,6 +132,30 @@ def test_nan_in_the_data_is_placed_in_the_batch_with_its_position(tmp_path):
     assert "np.isfinite(x_train)" in finding.fixes[0].code
 
 
+@keras.saving.register_keras_serializable("tests")
+class ZeroNonfinite(keras.layers.Layer):
+    """Replaces NaN/Inf activations by 0 on the way forward: the loss stays finite while the
+    kernel gradient of the layer before (input^T @ upstream) still carries the input's NaN."""
+
+    def call(self, x):
+        return tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
+
+
+def test_nan_in_the_data_under_a_finite_loss_is_placed_in_the_batch(tmp_path):
+    """The batch check (`NanReplay.check_batch_once`) runs in the step probe's branch for
+    non-finite gradients: the loss never goes NaN here, only the gradients do."""
+    x = X.copy()
+    x[2 * 32 + 3, 1] = np.nan  # batch 3 (step 3), row 3, feature 1
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(4, name="first"), ZeroNonfinite(), keras.layers.Dense(1, name="head")]
+    )
+    run, _ = fit(tmp_path, model, x=x, epochs=1)
+    first = {e.where: e for e in run.events if e.kind == "nonfinite"}
+    assert "loss" not in first and first["gradients"].step == 3
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin == NanOriginEvent(step=3, where="input", count=1, position=(3, 1))
+
+
 def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
     model = log_model(safe=False)
     model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True)

@@ -86,17 +86,16 @@ class NanReplay:
         fine = tf.logical_or(finite_scalar(loss), self.localized)
         return self._replay_unless(fine, localize, self.localized)
 
-    def check_batch_once(self, loss: tf.Tensor | None, grad_sumsq: tf.Tensor) -> None:
+    def check_batch_once(self, loss: tf.Tensor | None) -> list[tf.Tensor]:
         """Non-finite gradients under a finite loss (a fused ReLU can turn a NaN input into 0 on
         the way forward): look for NaN/Inf in the batch, once. Traced after the update, which it
-        never holds: the batch does not change with the weights."""
+        never holds (the batch does not change with the weights), inside the step probe's branch
+        for non-finite gradients: the caller makes its result wait for the returned ops."""
         if not self.enabled or loss is None or not self._check_batch:
-            return
+            return []
         the_loss_replays = tf.logical_not(finite_scalar(loss))
-        fine = tf.reduce_any(
-            tf.stack([tf.math.is_finite(grad_sumsq), the_loss_replays, self.localized, self.batch_checked])
-        )
-        self._replay_unless(fine, batch_origin, self.batch_checked)
+        fine = tf.reduce_any(tf.stack([the_loss_replays, self.localized, self.batch_checked]))
+        return self._replay_unless(fine, batch_origin, self.batch_checked)
 
     def _replay_unless(self, fine: tf.Tensor, find: Finder, flag: tf.Variable) -> list[tf.Tensor]:
         """Unless `fine`, call `find(model, batch)` on the host and record its origin; set `flag`."""

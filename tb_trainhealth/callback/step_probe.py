@@ -257,8 +257,8 @@ class StepProbe:
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
-            self._nan.check_batch_once(self._loss, gradients.total_sumsq)
-            self._record(gradients, scale=scale)
+            loss = self._loss
+            self._record(gradients, scale=scale, on_nonfinite=lambda: self._nan.check_batch_once(loss))
         except Exception:
             _probe_failed()
         return result
@@ -329,6 +329,7 @@ class StepProbe:
         loss: tf.Tensor | None = None,
         nonfinite_replicas: tf.Tensor | float = 0.0,
         scale: tf.Tensor | None = None,
+        on_nonfinite: Callable[[], list[tf.Tensor]] | None = None,
     ) -> None:
         """One row into the ring buffer: loss, norms, lr, non-finite counts; the weight and update
         blocks are left unsampled (`WeightNorms` fills them on the host).
@@ -339,9 +340,12 @@ class StepProbe:
             counts = [tf.zeros([]) for _ in range(num_layers)]
             for index, values in gradients.values:
                 counts[index] += tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(values)), tf.float32))
-            return tf.stack(counts)
+            with tf.control_dependencies(on_nonfinite() if on_nonfinite is not None else []):
+                return tf.stack(counts)
 
-        # Counting needs another pass over the gradients: only do it when a norm is non-finite.
+        # Counting needs another pass over the gradients: only do it when a norm is non-finite
+        # (and `on_nonfinite`, the batch check of the NaN replay, runs in the same branch: one
+        # conditional per step for both).
         total = gradients.total_sumsq
         layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
         if loss is None and self._loss is not None:
