@@ -1,9 +1,11 @@
-"""Create a model's variables before its first traced step, so the step is traced once.
+"""Create a model's variables before its first traced step, so the probe adds no trace of it.
 
 A `tf.function` that creates variables on its first call is traced a second time, and the step
 probe's ops with it. Keras' standard `train_step` creates the optimizer's variables inside the
 first step (both Keras 3 and tf_keras), and tf_keras builds a model given no input shape only
 there. Each helper does that work first, exactly as the step would, or leaves it to the step.
+(Compiled metrics still create theirs in the first step: then Keras traces it twice, with or
+without the callback.)
 """
 
 from __future__ import annotations
