@@ -26,7 +26,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tb_trainhealth.callback.probe_variable import probe_variable
+from tb_trainhealth.callback.row_buffer import RowBuffer
 
 
 class TimedBatches:
@@ -76,7 +76,7 @@ class TfKerasInputProbe(InputProbe):
 
     On one device the fetch is timed inside the graph: a step function compiled once per train
     function runs tf_keras' own step body (`python_function`) on `GraphTimedFetch`, whose `next()`
-    puts the batch fetch between two `tf.timestamp`s and writes the wait to `WaitRing`; it also
+    puts the batch fetch between two `tf.timestamp`s and writes the wait to a `RowBuffer`; it also
     returns the batch, for the first-batch lint. No fetch or argument handling on the host: on a
     ~1.4 ms step the host-side fetch below cost ~14%. (A hang in the input pipeline then shows as
     a stall inside the step; the stall rule still names the input thread.)
@@ -87,8 +87,7 @@ class TfKerasInputProbe(InputProbe):
 
     def __init__(self, steps_per_execution: int):
         super().__init__(steps_per_execution)
-        self._ring: WaitRing | None = None
-        self._ring_read = 0
+        self._ring: RowBuffer | None = None
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         if not self.enabled or not isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
@@ -107,7 +106,7 @@ class TfKerasInputProbe(InputProbe):
     def _call_timed_in_graph(self, train_function: Any, python_function: Callable, iterator: Any) -> Any:
         timed = getattr(train_function, "_trainhealth_timed_step", None)
         if timed is None:
-            ring = WaitRing(WAIT_RING_SIZE)
+            ring = RowBuffer(WAIT_RING_SIZE, width=1)  # the step probe's ring, one value per row
 
             def step(iterator):
                 fetch = GraphTimedFetch(iterator, ring)
@@ -117,7 +116,8 @@ class TfKerasInputProbe(InputProbe):
             train_function._trainhealth_timed_step = timed
         function, ring = timed
         if ring is not self._ring:  # (a train function kept from an earlier fit: read on from here)
-            self._ring, self._ring_read = ring, ring.written()
+            self._ring = ring
+            ring.begin_fit()
         outputs, batch = function(iterator)
         if self.inspect is not None:
             self.inspect(batch)
@@ -125,41 +125,12 @@ class TfKerasInputProbe(InputProbe):
 
     def take_waits(self) -> list[float]:
         waits = super().take_waits()
-        if self._ring is not None:
-            written = self._ring.written()
-            waits += self._ring.since(self._ring_read, written)
-            self._ring_read = written
-        return waits
+        rows = self._ring.read_new(0, 0) if self._ring is not None else None
+        return waits + rows.values[:, 0].tolist() if rows is not None else waits
 
 
 # Waits kept in the graph between two read-backs (the callback reads every 128 steps or less).
 WAIT_RING_SIZE = 512
-
-
-class WaitRing:
-    """Input waits written inside the compiled step, one per step, read back on the host."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._values = probe_variable(tf.zeros([size], tf.float32), "trainhealth_input_wait")
-        self._count = probe_variable(tf.zeros([], tf.int64), "trainhealth_input_waits")
-
-    def add(self, wait_ms: tf.Tensor) -> None:
-        """Inside the step: store one wait."""
-        index = self._count % self.size
-        self._values.scatter_nd_update(tf.reshape(index, [1, 1]), tf.reshape(wait_ms, [1]))
-        self._count.assign_add(1)
-
-    def written(self) -> int:
-        return int(self._count.numpy())
-
-    def since(self, read: int, written: int) -> list[float]:
-        """The waits written after the first `read` (at most the ring's size: older ones are lost)."""
-        count = min(written - read, self.size)
-        if count <= 0:
-            return []
-        values = self._values.numpy()
-        return [float(values[i % self.size]) for i in range(written - count, written)]
 
 
 class GraphTimedFetch:
@@ -167,7 +138,7 @@ class GraphTimedFetch:
     (ordered by control dependencies: nothing else in the step can run before its batch exists)
     and stores the wait in ms."""
 
-    def __init__(self, iterator: Any, ring: WaitRing):
+    def __init__(self, iterator: Any, ring: RowBuffer):
         self._iterator = iterator
         self._ring = ring
         self.batch: Any = None
@@ -181,6 +152,6 @@ class GraphTimedFetch:
             batch = self._iterator.get_next()
         with tf.control_dependencies(tf.nest.flatten(batch)):
             wait_ms = tf.cast((tf.timestamp() - start) * 1000.0, tf.float32)
-        self._ring.add(wait_ms)
+        self._ring.write(tf.reshape(wait_ms, [1]))
         self.batch = batch
         return batch

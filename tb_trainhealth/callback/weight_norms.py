@@ -56,7 +56,6 @@ class WeightNorms:
     (`fill`)."""
 
     def __init__(self, layout: LayerLayout, model: keras.Model):
-        self.layout = layout
         layers = layout.var_to_layer
         self._tracked = [(layers[path], v) for v in model.trainable_variables if (path := variable_path(v)) in layers]
         self._snapshots = sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
