@@ -5,15 +5,14 @@ writers in one directory lose data on TensorBoard's Python path), in
 non-decreasing step order (TensorBoard purges "orphaned" data when steps go
 back). Events are flushed at once, so they survive the process dying.
 
-Writing runs on one background thread, in call order: a window of rows costs ~75 us of
-summary ops per row, which the training thread would otherwise wait for (and on a GPU machine the
-host is idle during the step anyway). A write that fails (disk full, a flaky bucket) loses
+Writing runs on one background thread, in call order, which the training thread would
+otherwise wait for (on a GPU machine the host is idle during the step anyway). Each step's
+row is one event holding all its values, serialized from byte templates (`summary_bytes`). A write that fails (disk full, a flaky bucket) loses
 only itself: the first failure is printed once, and recording goes on.
 
 The file writer is TensorFlow's own summary writer resource, driven with `tf.raw_ops`: the
 graph function that writes a window of rows takes the writer as an input, so it is traced
-once per process (per row layout), not once per run: a sweep of short fits, each with its
-own HealthCallback, pays ~0.3 s of tracing once. No default writer and no `record_if` are
+once per process, not once per run or per fit. No default writer and no `record_if` are
 involved, so Keras' TensorBoard callback cannot gate these writes.
 """
 
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tb_trainhealth.callback import summary_bytes
 from tb_trainhealth.contract import tags
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ _SCALAR_METADATA = tags.scalar_metadata().SerializeToString()
 _PLAIN_SCALAR_METADATA = tags.plain_scalar_metadata().SerializeToString()  # TensorBoard's Scalars tab
 _TENSOR_METADATA = tags.tensor_metadata().SerializeToString()
 _RECORD_METADATA = tags.record_metadata().SerializeToString()
-_TRACED_LAYOUTS: set[tuple] = set()  # row layouts whose writer function is traced in this process
 
 
 def _write(writer: tf.Tensor, tag: str, value: Any, step: Any, metadata: bytes) -> None:
@@ -118,30 +117,28 @@ class HealthWriter:
         weight_rows: np.ndarray,
         plain: dict[str, str] | None = None,
     ) -> None:
-        """plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
-        Scalars dashboard (same values, same rows: sparse ones only where finite)."""
-        dense_tags, sparse_tags = tuple(dense), tuple(sparse)
-        plain_tags = tuple((plain or {}).get(tag, "") for tag in (*dense_tags, *sparse_tags))
-        # Copies taken now: the caller may reuse its arrays while the write waits in the queue.
-        arrays = (
-            np.array(steps, np.int64),
-            np.stack([dense[t] for t in dense_tags], axis=1).astype(np.float32),
-            np.stack([sparse[t] for t in sparse_tags], axis=1).astype(np.float32),
-            np.array(layer_grad_norm, np.float32),
-            np.array(layer_weight_norm, np.float32),
-            np.array(weight_rows, bool),
-        )
-        self._submit(self._write_rows_now, dense_tags, sparse_tags, plain_tags, arrays)
-        key = _row_key(dense_tags, sparse_tags, plain_tags, arrays)
-        if key not in _TRACED_LAYOUTS:  # the first rows of a layout trace its writer (~0.3 s):
-            _TRACED_LAYOUTS.add(key)  # on the caller's clock, once, not behind a later step
-            self._wait()
+        """One event per row: `dense` tags and the per-layer gradient norms on every row,
+        `sparse` ones where finite, per-layer weight norms on `weight_rows`.
+        plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
+        Scalars dashboard (same values, same rows)."""
+        plain = plain or {}
+        columns = []
+        for tag, values in (*dense.items(), *sparse.items()):
+            present = np.isfinite(values) if tag in sparse else None
+            columns.append((_scalar_head(tag, _SCALAR_METADATA), values, present))
+            if tag in plain:
+                columns.append((_scalar_head(plain[tag], _PLAIN_SCALAR_METADATA), values, present))
+        layers = np.shape(layer_grad_norm)[1]
+        columns.append((_vector_head(tags.TAG_LAYER_GRAD_NORM, layers), layer_grad_norm, None))
+        columns.append((_vector_head(tags.TAG_LAYER_WEIGHT_NORM, layers), layer_weight_norm, weight_rows))
+        # Serialized now: the caller may reuse its arrays while the write waits in the queue.
+        summaries = summary_bytes.row_summaries(len(steps), columns)
+        self._submit(self._write_rows_now, np.array(steps, np.int64), summaries)
+        if _write_raw_rows.experimental_get_tracing_count() == 0:  # its tracing: on the caller's
+            self._wait()  # clock, once per process, not behind a later step
 
-    def _write_rows_now(
-        self, dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], arrays: tuple
-    ) -> None:
-        writer = _row_writer(*_row_key(dense_tags, sparse_tags, plain_tags, arrays))
-        writer(self._handle, *(tf.constant(a) for a in arrays))
+    def _write_rows_now(self, steps: np.ndarray, summaries: list[bytes]) -> None:
+        _write_raw_rows(self._handle, tf.constant(steps), tf.constant(summaries, tf.string))
 
     def write_scalars(self, step: int, values: dict[str, float], plain: bool = False) -> None:
         """plain: as `tf.summary.scalar` writes them (TensorBoard's Scalars dashboard), not as ours."""
@@ -191,50 +188,24 @@ class HealthWriter:
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
-def _row_key(
-    dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], arrays: tuple
-) -> tuple:
-    """Rows of one layout (tags, layer count: it changes when layers are frozen between fits)."""
-    return dense_tags, sparse_tags, plain_tags, tuple((a.shape[1:], a.dtype.str) for a in arrays)
+@functools.lru_cache(maxsize=256)
+def _scalar_head(tag: str, metadata: bytes) -> bytes:
+    return summary_bytes.value_head(tag, metadata, ())
 
 
-@functools.lru_cache(maxsize=64)
-def _row_writer(
-    dense_tags: tuple[str, ...], sparse_tags: tuple[str, ...], plain_tags: tuple[str, ...], columns: tuple
-) -> Any:
-    """A graph function writing many rows per call to any writer: eager summary ops cost ~0.1 ms each.
+@functools.lru_cache(maxsize=256)
+def _vector_head(tag: str, length: int) -> bytes:
+    return summary_bytes.value_head(tag, _TENSOR_METADATA, (length,))
 
-    Dense columns are written every row; sparse ones (learning rate, step time, memory,
-    non-finite counts) only where the host left a finite value, and per-layer weight
-    norms only on sampled rows: fewer records, same information. Traced once per process
-    for a layout, for any number of rows and any writer.
 
-    plain_tags: per dense then sparse column, the tag it is also written under for TensorBoard's
-    Scalars dashboard ("" for none), from the same value in the same loop.
-    """
-    plain_dense, plain_sparse = plain_tags[: len(dense_tags)], plain_tags[len(dense_tags) :]
-    signature = [tf.TensorSpec([], tf.resource)] + [
-        tf.TensorSpec((None, *shape), tf.as_dtype(np.dtype(dtype))) for shape, dtype in columns
-    ]
-
-    @tf.function(input_signature=signature)
-    def write(writer, steps, dense, sparse, layer_grad_norm, layer_weight_norm, weight_rows):
-        for i in tf.range(tf.shape(steps)[0]):
-            step = steps[i]
-            for j, tag in enumerate(dense_tags):
-                _write(writer, tag, dense[i, j], step, _SCALAR_METADATA)
-                if plain_dense[j]:
-                    _write(writer, plain_dense[j], dense[i, j], step, _PLAIN_SCALAR_METADATA)
-            for j, tag in enumerate(sparse_tags):
-                if tf.math.is_finite(sparse[i, j]):
-                    _write(writer, tag, sparse[i, j], step, _SCALAR_METADATA)
-                    if plain_sparse[j]:
-                        _write(writer, plain_sparse[j], sparse[i, j], step, _PLAIN_SCALAR_METADATA)
-            _write(writer, tags.TAG_LAYER_GRAD_NORM, layer_grad_norm[i], step, _TENSOR_METADATA)
-            if weight_rows[i]:
-                _write(writer, tags.TAG_LAYER_WEIGHT_NORM, layer_weight_norm[i], step, _TENSOR_METADATA)
-
-    return write
+@tf.function(
+    input_signature=[tf.TensorSpec([], tf.resource), tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string)]
+)
+def _write_raw_rows(writer: tf.Tensor, steps: tf.Tensor, summaries: tf.Tensor) -> None:
+    """One serialized Summary per step, in one graph call (an eager op costs ~0.1 ms):
+    traced once per process, for any writer and any number of rows."""
+    for i in tf.range(tf.shape(steps)[0]):
+        tf.raw_ops.WriteRawProtoSummary(writer=writer, step=steps[i], tensor=summaries[i])
 
 
 def finite_json(value: Any) -> Any:
