@@ -1,9 +1,10 @@
 """Writes realistic tb-trainhealth logdirs fast, without TensorFlow (for tests and benchmarks).
 
-Each run is laid out as HealthCallback writes it (one value per event, like TensorFlow's
-summary writer): per-step loss, gradient norm and step time, the learning rate every 100
-steps, a per-layer gradient-norm vector every `layer_every` steps and a weight-norm vector
-every 20, epoch losses, run info and discrete events of several kinds.
+Each run is laid out as HealthCallback writes it (one event per step holding all of that step's
+values): per-step loss, gradient norm, step time and input wait (loss and gradient norm also as
+plain scalars for TensorBoard's Scalars dashboard), the learning rate every 100 steps, a
+per-layer gradient-norm vector every `layer_every` steps and a weight-norm vector every 20;
+epoch losses, run info and discrete events of several kinds as events of their own.
 Records are framed by hand (with google-crc32c's C checksum when installed): TensorBoard's
 EventFileWriter checksums in pure Python and would take minutes per 100,000-step run.
 
@@ -86,13 +87,17 @@ def _tensor(array: np.ndarray) -> tensor_pb2.TensorProto:
     )
 
 
-def _event(step: int, tag: str, metadata, array) -> event_pb2.Event:
-    value = summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=_tensor(np.asarray(array)))
-    return event_pb2.Event(step=step, wall_time=1.7e9 + step * 0.01, summary=summary_pb2.Summary(value=[value]))
+def _value(tag: str, metadata, array) -> summary_pb2.Summary.Value:
+    return summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=_tensor(np.asarray(array)))
+
+
+def _event(step: int, values: list[summary_pb2.Summary.Value]) -> event_pb2.Event:
+    return event_pb2.Event(step=step, wall_time=1.7e9 + step * 0.01, summary=summary_pb2.Summary(value=values))
 
 
 def _record(step: int, tag: str, payload) -> event_pb2.Event:
-    return _event(step, tag, tags.record_metadata(), np.array(json.dumps(payload).encode(), dtype=object))
+    value = _value(tag, tags.record_metadata(), np.array(json.dumps(payload).encode(), dtype=object))
+    return _event(step, [value])
 
 
 def synthetic_event(kind: str, step: int, names: list[str]) -> dict:
@@ -119,33 +124,46 @@ def write_run(
     """One run: a healthy-looking loss curve (diverging from `diverge_at`), and `events`
     discrete events spread evenly over the steps, cycling through `event_kinds`."""
     rng = np.random.default_rng(seed)
-    scalar_md, tensor_md = tags.scalar_metadata(), tags.tensor_metadata()
+    scalar_md, tensor_md, plain_md = tags.scalar_metadata(), tags.tensor_metadata(), tags.plain_scalar_metadata()
     t = np.arange(1, steps + 1)
     loss = (0.2 + 2.0 * np.exp(-t / (steps / 6))) * np.exp(0.1 * rng.normal(size=steps))
     if diverge_at is not None:
         loss[diverge_at:] *= np.exp(np.linspace(0, 5, steps - diverge_at))
     grad = 1.0 + 0.2 * rng.random(steps)
     step_ms = 10 + rng.random(steps)
+    wait_ms = 0.1 * rng.random(steps)
     names = [f"dense_{i}" for i in range(layers)]
     spread = (1 + 0.1 * np.arange(layers)) / np.sqrt(layers)
     weights = np.full(layers, 3.0, np.float32)
     event_at = dict(zip(np.linspace(1, steps, events, dtype=int).tolist(), range(events))) if events else {}
     out = RecordFile(path)
+    described: set[str] = set()
     info = {"schema": tags.SCHEMA_VERSION, "layers": [{"name": n, "params": 1000} for n in names], "start_step": 0}
     out.write(_record(0, tags.TAG_RUN_INFO, info))
     for i, step in enumerate(t.tolist()):
-        out.write(_event(step, tags.TAG_LOSS, scalar_md, np.float32(loss[i])))
-        out.write(_event(step, tags.TAG_GRAD_NORM, scalar_md, np.float32(grad[i])))
-        out.write(_event(step, tags.TAG_STEP_TIME_MS, scalar_md, np.float32(step_ms[i])))
+        # One event per step holding all its values, as HealthCallback writes its rows.
+        values = [
+            _value(tags.TAG_LOSS, scalar_md, np.float32(loss[i])),
+            _value(tags.TAG_GRAD_NORM, scalar_md, np.float32(grad[i])),
+            _value(tags.TAG_STEP_TIME_MS, scalar_md, np.float32(step_ms[i])),
+            _value(tags.TAG_INPUT_WAIT_MS, scalar_md, np.float32(wait_ms[i])),
+            _value(tags.SCALARS_STEP_TAGS[tags.TAG_LOSS], plain_md, np.float32(loss[i])),
+            _value(tags.SCALARS_STEP_TAGS[tags.TAG_GRAD_NORM], plain_md, np.float32(grad[i])),
+        ]
         if step % LEARNING_RATE_EVERY == 1:
-            out.write(_event(step, tags.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
+            values.append(_value(tags.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
         if step % layer_every == 0:
-            out.write(_event(step, tags.TAG_LAYER_GRAD_NORM, tensor_md, grad[i] * spread))
+            values.append(_value(tags.TAG_LAYER_GRAD_NORM, tensor_md, grad[i] * spread))
         if step % WEIGHT_EVERY == 0:
-            out.write(_event(step, tags.TAG_LAYER_WEIGHT_NORM, tensor_md, weights))
+            values.append(_value(tags.TAG_LAYER_WEIGHT_NORM, tensor_md, weights))
+        for value in values:  # the metadata only with each tag's first value in the file
+            if value.tag in described:
+                value.ClearField("metadata")
+            described.add(value.tag)
+        out.write(_event(step, values))
         if step % steps_per_epoch == 0:
             epoch_loss = np.float32(np.median(loss[max(0, i - steps_per_epoch) : i + 1]))
-            out.write(_event(step, tags.epoch_tag("loss"), scalar_md, epoch_loss))
+            out.write(_event(step, [_value(tags.epoch_tag("loss"), scalar_md, epoch_loss)]))
         if step in event_at:
             kind = event_kinds[event_at[step] % len(event_kinds)]
             out.write(_record(step, tags.TAG_EVENTS, [synthetic_event(kind, step, names)]))

@@ -39,24 +39,37 @@ def test_a_value_parses_as_the_summary_value_it_stands_for(shape):
 def test_rows_hold_their_columns_and_sparse_ones_only_where_present():
     loss = np.array([1.0, np.nan, 3.0], np.float32)
     norms = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lr_present = np.array([False, True, True])
+
+    def column(tag, shape, values, present=None):
+        head = summary_bytes.value_head(tag, None, shape)
+        return summary_bytes.Column(tag, head, values, present, summary_bytes.value_head(tag, METADATA, shape))
+
     columns = [
-        (summary_bytes.value_head("loss", METADATA, ()), loss, None),
-        (summary_bytes.value_head("lr", METADATA, ()), np.array([0.1, 0.1, 0.2]), np.array([True, False, True])),
-        (summary_bytes.value_head("norms", METADATA, (2,)), norms, None),
+        column("loss", (), loss),
+        column("lr", (), np.array([0.1, 0.1, 0.2]), lr_present),
+        column("norms", (2,), norms),
     ]
     rows = [summary_pb2.Summary.FromString(b) for b in summary_bytes.row_summaries(3, columns)]
     assert [[v.tag for v in row.value] for row in rows] == [
-        ["loss", "lr", "norms"],
         ["loss", "norms"],
         ["loss", "lr", "norms"],
+        ["loss", "lr", "norms"],
+    ]
+    # the metadata on each tag's first value only
+    assert [[v.HasField("metadata") for v in row.value] for row in rows] == [
+        [True, True],
+        [False, True, False],
+        [False] * 3,
     ]
     values = [{v.tag: tensor_util.make_ndarray(v.tensor) for v in row.value} for row in rows]
     np.testing.assert_array_equal([v["loss"] for v in values], loss)
     np.testing.assert_array_equal(np.stack([v["norms"] for v in values]), norms)
-    np.testing.assert_allclose([values[0]["lr"], values[2]["lr"]], [0.1, 0.2], rtol=1e-6)
+    np.testing.assert_allclose([values[1]["lr"], values[2]["lr"]], [0.1, 0.2], rtol=1e-6)
 
 
 def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path):
+    """Read as TensorBoard's Python loader reads it (the data server: test_tensorboard_e2e)."""
     from tb_trainhealth.callback.health_writer import HealthWriter
 
     writer = HealthWriter(str(tmp_path))
@@ -84,7 +97,9 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
     }
     assert set(by_step[5]) == {tags.TAG_LOSS, "step/loss", tags.TAG_LEARNING_RATE, tags.TAG_LAYER_GRAD_NORM}
     assert set(by_step[6]) == {tags.TAG_LOSS, "step/loss", tags.TAG_LAYER_GRAD_NORM, tags.TAG_LAYER_WEIGHT_NORM}
-    assert by_step[5]["step/loss"][0] == tags.SCALARS_PLUGIN_NAME
+    # metadata once per tag and file: on its first value
+    assert by_step[5]["step/loss"][0] == tags.SCALARS_PLUGIN_NAME and by_step[6]["step/loss"][0] == ""
+    assert by_step[6][tags.TAG_LAYER_WEIGHT_NORM][0] == tags.PLUGIN_NAME
     assert by_step[5][tags.TAG_LOSS][0] == tags.PLUGIN_NAME
     np.testing.assert_allclose(by_step[7][tags.TAG_LOSS][1], 0.3, rtol=1e-6)
     np.testing.assert_array_equal(by_step[6][tags.TAG_LAYER_WEIGHT_NORM][1], [4.0, 5.0])

@@ -74,6 +74,7 @@ class HealthWriter:
         # The stall watchdog writes from its own thread: the queue of writes takes turns.
         self._lock = threading.RLock()
         self.last_write = time.perf_counter()  # when a write was last queued
+        self._described: set[str] = set()  # row tags written with their metadata in this file
 
     def _submit(self, write, *args) -> None:
         """Queue a write (waiting if far behind)."""
@@ -121,24 +122,52 @@ class HealthWriter:
         `sparse` ones where finite, per-layer weight norms on `weight_rows`.
         plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
         Scalars dashboard (same values, same rows)."""
-        plain = plain or {}
-        columns = []
-        for tag, values in (*dense.items(), *sparse.items()):
-            present = np.isfinite(values) if tag in sparse else None
-            columns.append((_scalar_head(tag, _SCALAR_METADATA), values, present))
-            if tag in plain:
-                columns.append((_scalar_head(plain[tag], _PLAIN_SCALAR_METADATA), values, present))
-        layers = np.shape(layer_grad_norm)[1]
-        columns.append((_vector_head(tags.TAG_LAYER_GRAD_NORM, layers), layer_grad_norm, None))
-        columns.append((_vector_head(tags.TAG_LAYER_WEIGHT_NORM, layers), layer_weight_norm, weight_rows))
-        # Serialized now: the caller may reuse its arrays while the write waits in the queue.
-        summaries = summary_bytes.row_summaries(len(steps), columns)
-        self._submit(self._write_rows_now, np.array(steps, np.int64), summaries)
+        # Copies taken now: the caller may reuse its arrays while the write waits in the queue.
+        arrays = (
+            np.array(steps, np.int64),
+            {tag: np.array(values, np.float32) for tag, values in dense.items()},
+            {tag: np.array(values, np.float32) for tag, values in sparse.items()},
+            np.array(layer_grad_norm, np.float32),
+            np.array(layer_weight_norm, np.float32),
+            np.array(weight_rows, bool),
+        )
+        self._submit(self._write_rows_now, *arrays, dict(plain or {}))
         if _write_raw_rows.experimental_get_tracing_count() == 0:  # its tracing: on the caller's
             self._wait()  # clock, once per process, not behind a later step
 
-    def _write_rows_now(self, steps: np.ndarray, summaries: list[bytes]) -> None:
+    def _write_rows_now(
+        self,
+        steps: np.ndarray,
+        dense: dict[str, np.ndarray],
+        sparse: dict[str, np.ndarray],
+        layer_grad_norm: np.ndarray,
+        layer_weight_norm: np.ndarray,
+        weight_rows: np.ndarray,
+        plain: dict[str, str],
+    ) -> None:
+        columns = []
+        for tag, values in (*dense.items(), *sparse.items()):
+            present = np.isfinite(values) if tag in sparse else None
+            columns.append(self._column(tag, _SCALAR_METADATA, (), values, present))
+            if tag in plain:
+                columns.append(self._column(plain[tag], _PLAIN_SCALAR_METADATA, (), values, present))
+        layers = (layer_grad_norm.shape[1],)
+        columns.append(self._column(tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, layer_grad_norm))
+        columns.append(
+            self._column(tags.TAG_LAYER_WEIGHT_NORM, _TENSOR_METADATA, layers, layer_weight_norm, weight_rows)
+        )
+        summaries = summary_bytes.row_summaries(len(steps), columns)
         _write_raw_rows(self._handle, tf.constant(steps), tf.constant(summaries, tf.string))
+        self._described.update(column.tag for column in columns if column.first_head is not None)
+
+    def _column(
+        self, tag: str, metadata: bytes, shape: tuple, values: np.ndarray, present: np.ndarray | None = None
+    ) -> summary_bytes.Column:
+        """The tag's metadata goes with its first value in this file only (see `summary_bytes.Column`)."""
+        first_head = None
+        if tag not in self._described and (present is None or present.any()):
+            first_head = _value_head(tag, metadata, shape)
+        return summary_bytes.Column(tag, _value_head(tag, None, shape), values, present, first_head)
 
     def write_scalars(self, step: int, values: dict[str, float], plain: bool = False) -> None:
         """plain: as `tf.summary.scalar` writes them (TensorBoard's Scalars dashboard), not as ours."""
@@ -188,14 +217,9 @@ class HealthWriter:
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
-@functools.lru_cache(maxsize=256)
-def _scalar_head(tag: str, metadata: bytes) -> bytes:
-    return summary_bytes.value_head(tag, metadata, ())
-
-
-@functools.lru_cache(maxsize=256)
-def _vector_head(tag: str, length: int) -> bytes:
-    return summary_bytes.value_head(tag, _TENSOR_METADATA, (length,))
+@functools.lru_cache(maxsize=512)
+def _value_head(tag: str, metadata: bytes | None, shape: tuple) -> bytes:
+    return summary_bytes.value_head(tag, metadata, shape)
 
 
 @tf.function(
