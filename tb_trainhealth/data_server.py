@@ -16,7 +16,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 
+import numpy as np
+from tensorboard.compat.proto import types_pb2
+from tensorboard.data import grpc_provider
 from tensorboard.data import provider as tb_provider
+from tensorboard.data.proto import data_provider_pb2
+from tensorboard.util import tensor_util
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +46,7 @@ def loaded_once(
 
     reload_seconds: keep re-reading the logdir this often (new runs, growing runs)."""
     import grpc
-    from tensorboard.data import grpc_provider, server_ingester
+    from tensorboard.data import server_ingester
 
     try:
         binary = server_ingester.get_server_binary().path
@@ -72,7 +77,7 @@ def loaded_once(
             with open(port_file) as f:
                 address = f"localhost:{int(f.read())}"
             channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
-            yield grpc_provider.GrpcDataProvider(address, grpc_provider.make_stub(channel))
+            yield _FloatTensorsProvider(address, grpc_provider.make_stub(channel))
         finally:
             if channel is not None:
                 channel.close()
@@ -83,6 +88,45 @@ def loaded_once(
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
+
+
+class _FloatTensorsProvider(grpc_provider.GrpcDataProvider):
+    """TensorBoard's gRPC DataProvider, with float32 tensors read ~7x faster.
+
+    Its `read_tensors` builds each point's array with the generic `make_ndarray` (~20 us, most
+    of it shape and dtype bookkeeping): for the ~10,000 per-layer vectors of each long run that
+    was a third of `diagnose`'s time. Every other method is TensorBoard's."""
+
+    def __init__(self, address: str, stub) -> None:
+        super().__init__(address, stub)
+        self._tensors_stub = stub
+
+    def read_tensors(self, ctx, *, experiment_id, plugin_name, downsample=None, run_tag_filter=None):
+        request = data_provider_pb2.ReadTensorsRequest(experiment_id=experiment_id)
+        request.plugin_filter.plugin_name = plugin_name
+        if run_tag_filter is not None and run_tag_filter.runs is not None:
+            request.run_tag_filter.runs.names[:] = sorted(run_tag_filter.runs)
+        if run_tag_filter is not None and run_tag_filter.tags is not None:
+            request.run_tag_filter.tags.names[:] = sorted(run_tag_filter.tags)
+        request.downsample.num_points = downsample
+        response = self._tensors_stub.ReadTensors(request)
+        return {
+            run.run_name: {
+                tag.tag_name: [
+                    tb_provider.TensorDatum(step=step, wall_time=wall_time, numpy=_ndarray(value))
+                    for step, wall_time, value in zip(tag.data.step, tag.data.wall_time, tag.data.value)
+                ]
+                for tag in run.tags
+            }
+            for run in response.runs
+        }
+
+
+def _ndarray(tensor) -> np.ndarray:
+    """make_ndarray's result (a float32 array, read-only here), the fast way where it can."""
+    if tensor.dtype == types_pb2.DT_FLOAT and tensor.tensor_content:
+        return np.frombuffer(tensor.tensor_content, np.float32).reshape([d.size for d in tensor.tensor_shape.dim])
+    return tensor_util.make_ndarray(tensor)
 
 
 def _wait_until_loaded(server: subprocess.Popen) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tb_trainhealth.rules import series_math
 from tb_trainhealth.rules.series_math import rank_correlation
 
 
@@ -43,3 +46,18 @@ def test_matches_scipys_spearman_with_ties(values):
     values = np.asarray(values)
     expected = 0.0 if np.all(values == values[0]) else stats.spearmanr(np.arange(len(values)), values).statistic
     assert rank_correlation(values) == pytest.approx(expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("q", [10.0, 50.0, 95.0])
+def test_trailing_percentile_is_numpys_percentile_of_the_points_before(q):
+    rng = np.random.default_rng(int(q))
+    values = rng.lognormal(size=300)
+    values[rng.random(300) < 0.1] = np.nan
+    values[[7, 150]] = np.inf  # a loss that went inf, as losses do
+    window = 41
+    got = series_math.trailing_percentile(values, window, q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows
+        expected = [np.nan] + [np.nanpercentile(values[max(0, i - window) : i], q) for i in range(1, window)]
+    expected += [np.percentile(values[i - window : i], q) for i in range(window, 300)]
+    np.testing.assert_allclose(got, expected, rtol=1e-12, equal_nan=True)

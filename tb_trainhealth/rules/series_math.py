@@ -46,11 +46,27 @@ def trailing_percentile(values: np.ndarray, window: int, q: float = 50.0) -> np.
     padded = np.concatenate([np.full(window, np.nan), values.astype(np.float64)])
     windows = np.lib.stride_tricks.sliding_window_view(padded, window)[:n]  # windows[i] = values[i-window:i]
     full = min(window, n)
-    with warnings.catch_warnings():  # all-NaN windows only happen for i = 0, which is skipped
-        warnings.simplefilter("ignore", RuntimeWarning)
-        out[1:full] = np.nanpercentile(windows[1:full], q, axis=1)
+    out[1:full] = _nanpercentile_rows(windows[1:full], q)
     out[full:] = np.percentile(windows[full:], q, axis=1)
     return out
+
+
+def _nanpercentile_rows(rows: np.ndarray, q: float) -> np.ndarray:
+    """np.nanpercentile(rows, q, axis=1) (linear interpolation) for rows with at least one
+    value, in one sort: numpy's own loops over the rows in Python when any holds a NaN."""
+    if rows.size == 0:
+        return np.empty(len(rows))
+    valid = (~np.isnan(rows)).sum(axis=1)
+    ordered = np.sort(np.where(np.isnan(rows), np.inf, rows), axis=1)  # the NaNs last
+    position = (valid - 1) * (q / 100.0)
+    low = np.floor(position).astype(np.int64)
+    high = np.minimum(low + 1, valid - 1)
+    take = np.arange(len(rows))
+    below, above = ordered[take, low], ordered[take, high]
+    fraction = position - low
+    with np.errstate(invalid="ignore"):  # numpy's own interpolation, inf - inf and all
+        step = above - below
+        return np.where(fraction >= 0.5, above - step * (1 - fraction), below + step * fraction)
 
 
 def smoothing_window(n: int, noisy: bool = True) -> int:
