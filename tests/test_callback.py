@@ -257,10 +257,15 @@ def test_model_config_lint_on_dropout(tmp_path, layers, check):
     assert all(f.severity == Severity.INFO and f.evidence.layer == "drop" and f.fixes[0].code for f in found)
 
 
-@pytest.mark.parametrize("hidden_layers", [1, 9])  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
-def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layers):
+@pytest.mark.parametrize(
+    ("hidden_layers", "compile_after"),
+    [(1, 1e9), (9, 1e9), (1, 0.0)],  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
+    ids=["eager", "compiled", "compiled-after-the-first-sample"],
+)
+def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, monkeypatch, hidden_layers, compile_after):
     """Plain SGD moves each weight by exactly lr * gradient: the sampled ||dw|| / ||w|| must equal
     lr * ||g|| / ||w|| on the same step, layer by layer."""
+    monkeypatch.setattr(weight_norms, "COMPILE_AFTER_EAGER_SECONDS", compile_after)
     keras.utils.set_random_seed(0)
     hidden = [keras.layers.Dense(8, activation="relu") for _ in range(hidden_layers)]
     model = keras.Sequential([keras.Input((4,)), *hidden, keras.layers.Dense(3)])
@@ -268,6 +273,7 @@ def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layer
     assert (len(model.trainable_variables) > weight_norms.EAGER_MAX_VARIABLES) == (hidden_layers == 9)
     x, y = data(640)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
+    assert model.__dict__["_trainhealth_step_probe"].weights._compiled == (hidden_layers == 9 or compile_after == 0)
     run = read_logdir(str(tmp_path))["run"]
     ratios = run.layer_series[sig.LAYER_UPDATE_RATIO]
     assert list(ratios.steps) == list(range(UPDATE_EVERY, 81, UPDATE_EVERY))

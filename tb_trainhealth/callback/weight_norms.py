@@ -4,7 +4,8 @@
 calls) and then every WEIGHT_NORM_EVERY steps. ||w_after - w_before|| (with the gradient norms: the update ratio) needs the weights
 before one update: a copy is taken before every UPDATE_EVERY-th step and compared after it.
 
-Each is a few ops between two steps (a compiled function for models with many variables),
+Each is a few ops between two steps (eager at first; compiled functions for models with many
+variables, and for any model once its eager samples have cost about what tracing them would),
 queued like any op (the result is read only with the rows, so no device sync), instead of
 conditionals inside the training step, which cost every step and are traced with it. The copy is a
 read of each variable: the optimizer's in-place update copies a buffer that is still
@@ -14,6 +15,7 @@ referenced, so the copy keeps the old values, for one step.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,10 +33,15 @@ logger = logging.getLogger(__name__)
 # (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
 # the update ratio is not measured.
 MAX_SNAPSHOT_PARAMS = 50_000_000
-# Up to this many variables the samples run eagerly (a few ops each, ~10 µs per op, every 10th
-# step); beyond, as compiled functions (one call each, traced once per model: ~50 ms per
-# function, which a tiny model's short fits would feel; a big model's trace is much longer).
+# Up to this many variables the samples start eager (a few ops each, ~40 µs per op on a
+# 2-core VM, every 10th step); beyond, they are compiled functions from the start (one call
+# each, ~0.3 ms; traced once per model: ~50 ms per function, which a tiny model's short fits
+# would feel; a big model's trace is much longer).
 EAGER_MAX_VARIABLES = 16
+# Eager samples are compiled once they have cost this much host time, about what tracing the
+# three functions costs (the rent-or-buy rule: never more than twice the cheaper of the two).
+# Measured on the tiny MLP of bench/overhead.py: eager 2.3 ms per 20 steps, compiled 1.4 ms.
+COMPILE_AFTER_EAGER_SECONDS = 0.15
 
 
 def layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
@@ -59,12 +66,19 @@ class WeightNorms:
         layers = layout.var_to_layer
         self._tracked = [(layers[path], v) for v in model.trainable_variables if (path := variable_path(v)) in layers]
         self._snapshots = sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
-        num_layers = len(layout.names)
+        self._num_layers = len(layout.names)
+        self._eager_seconds = 0.0  # host time of the eager samples so far
+        self._compiled = len(self._tracked) > EAGER_MAX_VARIABLES
+        self._make_functions(tf.function if self._compiled else _eager)
+        self.enabled = bool(self._tracked)
+        self.begin_fit(1)
+
+    def _make_functions(self, compiled: Any) -> None:
+        num_layers = self._num_layers
 
         def values() -> list[tuple[int, tf.Tensor]]:
             return [(index, tf.cast(tensor_of(v), tf.float32)) for index, v in self._tracked]
 
-        compiled = tf.function if len(self._tracked) > EAGER_MAX_VARIABLES else _eager
         self._weights_sumsq = compiled(lambda: layer_sumsq(num_layers, values()))
         self._copy = compiled(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
         self._update_sumsq = compiled(
@@ -72,8 +86,6 @@ class WeightNorms:
                 num_layers, [(i, w - tf.cast(b, tf.float32)) for (i, w), b in zip(values(), before)]
             )
         )
-        self.enabled = bool(self._tracked)
-        self.begin_fit(1)
 
     def begin_fit(self, steps_per_call: int, timed_calls: int = 0) -> None:
         """`timed_calls`: tf_keras times the batch hooks of a fit's first calls and warns when they
@@ -100,6 +112,15 @@ class WeightNorms:
 
     def _after(self, done: int) -> None:
         """`done` steps of this fit are done: sample what is due, copy what the next step needs."""
+        started = time.perf_counter()
+        self._sample(done)
+        if not self._compiled:
+            self._eager_seconds += time.perf_counter() - started
+            if self._eager_seconds >= COMPILE_AFTER_EAGER_SECONDS:
+                self._compiled = True
+                self._make_functions(tf.function)
+
+    def _sample(self, done: int) -> None:
         try:
             if done > self._last_sampled and (
                 self._last_sampled == 0 or done // WEIGHT_NORM_EVERY > self._last_sampled // WEIGHT_NORM_EVERY
