@@ -45,9 +45,9 @@ class ReadBack:
 
     def due(self, probe: StepProbe | None) -> bool:
         """Rows are due (see READ_SECONDS); or the first NaN was just replayed: its finding
-        (and `stop_on`) must not wait; or none were read in this fit yet: the first rows trace
-        the row writer (~0.3 s), best paid along with the first step's own tracing (on tf_keras
-        after its hook timing: TF_KERAS_TIMED_CALLS)."""
+        (and `stop_on`) must not wait; or none were read in this fit yet: the first read-back
+        traces what it runs (the row writer once per process), best paid along with the first
+        step's own tracing (on tf_keras after its hook timing: TF_KERAS_TIMED_CALLS)."""
         unread = self._calls_since_read * self._clock.steps_per_call
         nan_replayed = probe is not None and bool(probe.nan_origins)
         if self._no_rows_yet and self._calls_since_read < self._calls_before_first_read:
