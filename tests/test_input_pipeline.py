@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 
 import keras
 import numpy as np
@@ -216,3 +218,28 @@ def test_healthy_twin_of_the_lint_run_is_quiet(tmp_path):
 def test_keras_own_class_weight_map_is_not_blamed_on_the_user(tmp_path):
     _run, findings = train(tmp_path, well_built(), model=image_model(), class_weight={0: 1.0, 1: 2.0, 2: 1.0, 3: 1.0})
     assert not [f for f in findings if f.code == "input_pipeline_config"]
+
+
+def test_each_epochs_iterator_is_let_go_on_the_release_thread_not_the_training_thread(tmp_path, monkeypatch):
+    """Destroying a tf.data iterator read on the host can wait 1-2 s for tf.data's threads:
+    that wait must never land on the training thread (at an epoch's end, or when fit returns)."""
+    from tb_trainhealth.callback import input_probe
+
+    monkeypatch.setattr(input_probe, "RELEASE_AFTER_SECONDS", 0.2)
+    released_on: list[str] = []
+    original_call = input_probe.InputProbe.call
+
+    def call(probe, train_function, iterator):
+        if not getattr(iterator, "_trainhealth_seen", False):
+            iterator._trainhealth_seen = True
+            weakref.finalize(iterator, lambda: released_on.append(threading.current_thread().name))
+        return original_call(probe, train_function, iterator)
+
+    monkeypatch.setattr(input_probe.InputProbe, "call", call)
+    model = small_model()
+    x, y = np.random.default_rng(0).normal(size=(64, 16)).astype("float32"), np.zeros(64, "int32")
+    model.fit(x, y, batch_size=16, epochs=3, verbose=0, callbacks=[HealthCallback(str(tmp_path / "r"), verbose=False)])
+    deadline = time.monotonic() + 10
+    while len(released_on) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(released_on) == 3 and all(name.startswith("tb-trainhealth-release") for name in released_on), released_on

@@ -321,6 +321,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def _finish(self) -> None:
         atexit.unregister(self._finish)
         self.guard.run("watchdog", self._watch.stop)  # (a stall under way ends here)
+        self._input.end_fit()
         if self._checks is not None:
             self._checks.finish()
         self._drain()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent import futures
 from typing import Any
 
 import tensorflow as tf
@@ -51,19 +52,49 @@ class TimedBatches:
         return batch
 
 
+# A fit's (or an epoch's) iterator is let go this long after its last use, on a thread of its own.
+RELEASE_AFTER_SECONDS = 2.0
+_RELEASE_THREAD = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-trainhealth-release")
+
+
 class InputProbe:
-    """Runs Keras' train function on `TimedBatches`; collects one wait per step."""
+    """Runs Keras' train function on `TimedBatches`; collects one wait per step.
+
+    Destroying a tf.data iterator that was read on the host with `get_next()` sometimes waits
+    1-2 s for one of tf.data's threads (seen in a native stack dump: `~LogicalThreadWrapper`
+    inside `~IteratorResource`, in 4 of 14 fresh one-epoch fits of the small CNN, at an epoch's
+    end or when `fit` returns; never with Keras' own in-graph fetch). So the probe keeps the last
+    iterator it saw and lets go of it on a background thread (`end_fit`, or a new iterator):
+    whatever wait there is happens there, not on the training thread."""
 
     def __init__(self, steps_per_execution: int):
         self.enabled = steps_per_execution == 1
         self.waits_ms: list[float] = []
         # Called with the first batches on the host (first-batch lint), until set to None.
         self.inspect: Callable[[Any], None] | None = None
+        self._held: Any = None
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         if self.enabled and isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            self._hold(iterator)
             return train_function(TimedBatches(iterator, self.waits_ms, self.inspect))
         return train_function(iterator)
+
+    def _hold(self, iterator: Any) -> None:
+        if iterator is not self._held:
+            self.end_fit()
+            self._held = iterator
+
+    def end_fit(self) -> None:
+        """Let go of the held iterator, on the release thread, once Keras has let go of it too."""
+        if self._held is None:
+            return
+        box = [self._held]  # the probe's only reference, dropped by the release thread
+        self._held = None
+        try:
+            _RELEASE_THREAD.submit(_release_at, box, time.monotonic() + RELEASE_AFTER_SECONDS)
+        except RuntimeError:  # the interpreter is exiting: nothing waits for this thread any more
+            box.clear()
 
     def take_waits(self) -> list[float]:
         waits, self.waits_ms = self.waits_ms, []
@@ -92,6 +123,7 @@ class TfKerasInputProbe(InputProbe):
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         if not self.enabled or not isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             return train_function(iterator)
+        self._hold(iterator)
         python_function = getattr(train_function, "python_function", None)
         if python_function is None:  # run_eagerly: the body calls next() on the host itself
             return train_function(TimedBatches(iterator, self.waits_ms, self.inspect))
@@ -155,3 +187,8 @@ class GraphTimedFetch:
         self._ring.write(tf.reshape(wait_ms, [1]))
         self.batch = batch
         return batch
+
+
+def _release_at(box: list, deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))  # (fit has returned by then: this drop is the last)
+    box.clear()
