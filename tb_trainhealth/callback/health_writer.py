@@ -122,40 +122,25 @@ class HealthWriter:
         `sparse` ones where finite, per-layer weight norms on `weight_rows`.
         plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
         Scalars dashboard (same values, same rows)."""
-        # Copies taken now: the caller may reuse its arrays while the write waits in the queue.
-        arrays = (
-            np.array(steps, np.int64),
-            {tag: np.array(values, np.float32) for tag, values in dense.items()},
-            {tag: np.array(values, np.float32) for tag, values in sparse.items()},
-            np.array(layer_grad_norm, np.float32),
-            np.array(layer_weight_norm, np.float32),
-            np.array(weight_rows, bool),
-        )
-        self._submit(self._write_rows_now, *arrays, dict(plain or {}))
+        # (tag, metadata, shape, values, rows present or None for all), copies taken now: the
+        # caller may reuse its arrays while the write waits in the queue.
+        specs = []
+        for tag, values in (*dense.items(), *sparse.items()):
+            values = np.array(values, np.float32)
+            present = np.isfinite(values) if tag in sparse else None
+            specs.append((tag, _SCALAR_METADATA, (), values, present))
+            if plain and tag in plain:
+                specs.append((plain[tag], _PLAIN_SCALAR_METADATA, (), values, present))
+        layers = (np.shape(layer_grad_norm)[1],)
+        specs.append((tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, np.array(layer_grad_norm, np.float32), None))
+        weights = np.array(layer_weight_norm, np.float32)
+        specs.append((tags.TAG_LAYER_WEIGHT_NORM, _TENSOR_METADATA, layers, weights, np.array(weight_rows, bool)))
+        self._submit(self._write_rows_now, np.array(steps, np.int64), specs)
         if _write_raw_rows.experimental_get_tracing_count() == 0:  # its tracing: on the caller's
             self._wait()  # clock, once per process, not behind a later step
 
-    def _write_rows_now(
-        self,
-        steps: np.ndarray,
-        dense: dict[str, np.ndarray],
-        sparse: dict[str, np.ndarray],
-        layer_grad_norm: np.ndarray,
-        layer_weight_norm: np.ndarray,
-        weight_rows: np.ndarray,
-        plain: dict[str, str],
-    ) -> None:
-        columns = []
-        for tag, values in (*dense.items(), *sparse.items()):
-            present = np.isfinite(values) if tag in sparse else None
-            columns.append(self._column(tag, _SCALAR_METADATA, (), values, present))
-            if tag in plain:
-                columns.append(self._column(plain[tag], _PLAIN_SCALAR_METADATA, (), values, present))
-        layers = (layer_grad_norm.shape[1],)
-        columns.append(self._column(tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, layer_grad_norm))
-        columns.append(
-            self._column(tags.TAG_LAYER_WEIGHT_NORM, _TENSOR_METADATA, layers, layer_weight_norm, weight_rows)
-        )
+    def _write_rows_now(self, steps: np.ndarray, specs: list[tuple]) -> None:
+        columns = [self._column(*spec) for spec in specs]
         summaries = summary_bytes.row_summaries(len(steps), columns)
         _write_raw_rows(self._handle, tf.constant(steps), tf.constant(summaries, tf.string))
         self._described.update(column.tag for column in columns if column.first_head is not None)
