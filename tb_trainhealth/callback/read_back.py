@@ -67,7 +67,7 @@ class ReadBack:
         self._last_read, self._calls_since_read = time.perf_counter(), 0
         if probe is None or recorder is None:
             return None
-        rows = probe.ring.read_new(base_step, len(probe.layout.names))
+        rows = probe.read_rows(base_step)
         if probe.ring.lost_rows and not self._said_lost_rows:
             self._said_lost_rows = True
             print(

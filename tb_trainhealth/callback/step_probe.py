@@ -44,9 +44,10 @@ from tb_trainhealth.callback.row_buffer import RowBuffer
 from tb_trainhealth.callback.row_layout import (
     NOT_SAMPLED,
     LayerLayout,
+    Rows,
     row_width,
 )
-from tb_trainhealth.callback.weight_norms import WeightNorms, layer_sumsq
+from tb_trainhealth.callback.weight_norms import WeightNorms, layer_half_sumsq
 
 if TYPE_CHECKING:
     import keras
@@ -71,6 +72,12 @@ def _replica_id() -> int:
     return int(replica) if replica is not None else 0
 
 
+def _float_scalar(value: Any) -> tf.Tensor:
+    """`value` as a float32 scalar; no op where it already is one."""
+    value = tf.cast(value, tf.float32)
+    return value if value.shape.rank == 0 else tf.reshape(value, [])
+
+
 def _all_finite(grads: list) -> tf.Tensor:
     """One fused reduction per gradient: a sum of squares is finite iff every element is."""
     terms = [
@@ -90,8 +97,8 @@ def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
 
 @dataclasses.dataclass(frozen=True)
 class GradientStats:
-    layer_sumsq: tf.Tensor  # per layer, unscaled
-    total_sumsq: tf.Tensor
+    layer_half_sumsq: tf.Tensor  # per layer, unscaled (tf.nn.l2_loss: the host takes the norms)
+    total_half_sumsq: tf.Tensor
     values: list[tuple[int, tf.Tensor]]  # (layer index, dense gradient values)
 
 
@@ -305,23 +312,26 @@ class StepProbe:
             reduced, shared = list(reduced[:-1]), reduced[-1][0]
         try:  # the gradients actually applied: norms of these
             layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
-            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, tf.ones([])), shared)
+            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, None), shared)
         except Exception:
             _probe_failed()
         return reduced
 
-    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
-        """Per-layer squared gradient norms (unscaled), before the update is applied."""
+    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor | None) -> GradientStats:
+        """Per-layer half sums of squares of the gradients (unscaled), before the update is applied."""
         return self._stats(grads, [self.layout.var_to_layer.get(variable_path(v)) for v in variables], scale)
 
-    def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor) -> GradientStats:
+    def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor | None) -> GradientStats:
+        """`scale`: the loss scale the gradients carry (None: unscaled)."""
         grad_values = [
             (index, tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32))
             for grad, index in zip(grads, layers)
             if index is not None and grad is not None
         ]
-        grad_sumsq = layer_sumsq(len(self.layout.names), grad_values) / (scale * scale)
-        return GradientStats(grad_sumsq, tf.reduce_sum(grad_sumsq), grad_values)
+        half_sumsq = layer_half_sumsq(len(self.layout.names), grad_values)
+        if scale is not None:
+            half_sumsq = half_sumsq / tf.square(scale)
+        return GradientStats(half_sumsq, tf.reduce_sum(half_sumsq), grad_values)
 
     def _record(
         self,
@@ -346,18 +356,20 @@ class StepProbe:
         # Counting needs another pass over the gradients: only do it when a norm is non-finite
         # (and `on_nonfinite`, the batch check of the NaN replay, runs in the same branch: one
         # conditional per step for both).
-        total = gradients.total_sumsq
+        total = gradients.total_half_sumsq
         layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
         if loss is None and self._loss is not None:
             loss = self._loss_scalar()
         self.loss_captured = self.loss_captured or loss is not None
         loss = tf.constant(np.nan, tf.float32) if loss is None else loss
-        scale = tf.ones([]) if scale is None else tf.reshape(tf.cast(scale, tf.float32), [])
+        learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
+        replicas = tf.cast(nonfinite_replicas, tf.float32)
+        # In COL_* order; COL_GRAD_NONFINITE and the norms are completed on the host (`Rows.from_step`).
+        fixed = [loss, total, learning_rate, 0.0, replicas, 1.0 if scale is None else _float_scalar(scale)]
         row = tf.concat(
             [
-                tf.stack([loss, tf.sqrt(total), tf.cast(self.optimizer.learning_rate, tf.float32)]),
-                [tf.reduce_sum(layer_nonfinite), tf.cast(nonfinite_replicas, tf.float32), scale],
-                tf.sqrt(gradients.layer_sumsq),
+                tf.stack(fixed),
+                gradients.layer_half_sumsq,
                 layer_nonfinite,
                 np.concatenate([np.full(num_layers, NOT_SAMPLED, np.float32), np.full(num_layers, np.nan, np.float32)]),
             ],
@@ -367,12 +379,17 @@ class StepProbe:
 
     def _loss_scalar(self) -> tf.Tensor:
         """The batch loss seen by `scale_loss`, as a float32 scalar."""
-        return tf.cast(tf.reshape(self._loss, []), tf.float32)
+        return _float_scalar(self._loss)
 
-    def _loss_scale(self) -> tf.Tensor:
-        """LossScaleOptimizer hands `apply` scaled gradients: report unscaled norms."""
+    def read_rows(self, base_step: int) -> Rows | None:
+        """The rows written since the last read (see `RowBuffer.read_new`), with their norms."""
+        read = self.ring.read_new(base_step, len(self.layout.names))
+        return None if read is None else Rows.from_step(read.steps, read.values, read.num_layers)
+
+    def _loss_scale(self) -> tf.Tensor | None:
+        """LossScaleOptimizer hands `apply` scaled gradients: report unscaled norms (None: no scaling)."""
         if not self.uses_loss_scale:
-            return tf.ones([])
+            return None
         if getattr(self.optimizer, "built", False):
             return tf.cast(self.optimizer.dynamic_scale, tf.float32)
         return tf.constant(float(self.optimizer.initial_scale))

@@ -99,16 +99,16 @@ class TfKerasStepProbe(StepProbe):
             shared = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, extra)
         try:
             layers = [self.layout.var_to_layer.get(variable_path(variable)) for _, variable in reduced]
-            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, tf.ones([])), shared)
+            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, None), shared)
         except Exception:
             _probe_failed()
         return reduced
 
-    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor) -> GradientStats:
+    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor | None) -> GradientStats:
         """tf_keras hands `apply_gradients` unscaled gradients: `scale` is only recorded."""
-        return super()._gradient_stats(grads, variables, tf.ones([]))
+        return super()._gradient_stats(grads, variables, None)
 
-    def _loss_scale(self) -> tf.Tensor:
+    def _loss_scale(self) -> tf.Tensor | None:
         if not self.uses_loss_scale:
-            return tf.ones([])
+            return None
         return tf.cast(self.optimizer.loss_scale, tf.float32)

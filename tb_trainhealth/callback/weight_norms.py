@@ -4,12 +4,13 @@
 calls) and then every WEIGHT_NORM_EVERY steps. ||w_after - w_before|| (with the gradient norms: the update ratio) needs the weights
 before one update: a copy is taken before every UPDATE_EVERY-th step and compared after it.
 
-Each is a few ops between two steps (eager at first; compiled functions for models with many
-variables, and for any model once its eager samples have cost about what tracing them would),
-queued like any op (the result is read only with the rows, so no device sync), instead of
+Each is one host call between two steps (a few eager ops at first; a compiled function for models
+with many variables, and for any model once its eager samples have cost about what tracing them
+would), queued like any op (the result is read only with the rows, so no device sync), instead of
 conditionals inside the training step, which cost every step and are traced with it. The copy is a
 read of each variable: the optimizer's in-place update copies a buffer that is still
-referenced, so the copy keeps the old values, for one step.
+referenced, so the copy keeps the old values, for one step. The weight and update norms of a
+sampled step are one call: two calls per UPDATE_EVERY steps in all.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback.keras_flavor import tensor_of, variable_path
-from tb_trainhealth.callback.row_layout import UPDATE_EVERY, WEIGHT_NORM_EVERY, LayerLayout, Rows
+from tb_trainhealth.callback.row_layout import (
+    UPDATE_EVERY,
+    WEIGHT_NORM_EVERY,
+    LayerLayout,
+    Rows,
+    norm_of_half_sumsq,
+)
 
 if TYPE_CHECKING:
     import keras
@@ -44,15 +51,20 @@ EAGER_MAX_VARIABLES = 16
 COMPILE_AFTER_EAGER_SECONDS = 0.15
 
 
-def layer_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
-    """Per-layer sum of squares of (layer index, tensor) pairs, as one vector.
+def layer_half_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
+    """Per-layer half sums of squares of (layer index, tensor) pairs, as one vector (the host
+    takes the norms: `row_layout.norm_of_half_sumsq`).
 
-    tf.nn.l2_loss is one fused op (sum of squares / 2): on CPU the cost of the probe is
-    mostly per-op dispatch, so fewer ops per variable is what matters."""
-    per_layer: list[list[tf.Tensor]] = [[] for _ in range(num_layers)]
-    for index, term in terms:
-        per_layer[index].append(tf.nn.l2_loss(term))
-    return 2.0 * tf.stack([tf.add_n(t) if t else tf.zeros([]) for t in per_layer])
+    On CPU the probe's cost is mostly per-op dispatch (~5 us an op in a step on a 2-core VM), so
+    it is few ops whatever the depth: one fused tf.nn.l2_loss per tensor (sum of squares / 2),
+    then one stack and one segment sum into layers."""
+    if not terms:
+        return tf.zeros([num_layers])
+    halves = tf.stack([tf.nn.l2_loss(term) for _, term in terms])
+    layers = [index for index, _ in terms]
+    if layers == list(range(num_layers)):
+        return halves
+    return tf.math.unsorted_segment_sum(halves, layers, num_layers)
 
 
 class WeightNorms:
@@ -79,13 +91,14 @@ class WeightNorms:
         def values() -> list[tuple[int, tf.Tensor]]:
             return [(index, tf.cast(tensor_of(v), tf.float32)) for index, v in self._tracked]
 
-        self._weights_sumsq = compiled(lambda: layer_sumsq(num_layers, values()))
+        def weights_and_update(before: list[tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+            now = values()
+            update = [(i, w - tf.cast(b, tf.float32)) for (i, w), b in zip(now, before)]
+            return layer_half_sumsq(num_layers, now), layer_half_sumsq(num_layers, update)
+
+        self._weights_sumsq = compiled(lambda: layer_half_sumsq(num_layers, values()))
         self._copy = compiled(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
-        self._update_sumsq = compiled(
-            lambda before: layer_sumsq(
-                num_layers, [(i, w - tf.cast(b, tf.float32)) for (i, w), b in zip(values(), before)]
-            )
-        )
+        self._weights_and_update = compiled(weights_and_update)
 
     def begin_fit(self, steps_per_call: int, timed_calls: int = 0) -> None:
         """`timed_calls`: tf_keras times the batch hooks of a fit's first calls and warns when they
@@ -125,10 +138,10 @@ class WeightNorms:
             if done > self._last_sampled and (
                 self._last_sampled == 0 or done // WEIGHT_NORM_EVERY > self._last_sampled // WEIGHT_NORM_EVERY
             ):
-                update = None
                 if self._copy_for == done:
-                    update = self._update_sumsq(self._copy_values)
-                self._samples.append((done, self._weights_sumsq(), update))
+                    self._samples.append((done, *self._weights_and_update(self._copy_values)))
+                else:
+                    self._samples.append((done, self._weights_sumsq(), None))
                 self._last_sampled = done
             self._copy_for, self._copy_values = None, None
             if self._snapshots and self._steps_per_call == 1 and (done + 1) % UPDATE_EVERY == 0:
@@ -146,9 +159,9 @@ class WeightNorms:
                 later.append((done, weights, update))
                 continue
             row = row_of[done]
-            rows.layer_weight_norm[row] = np.sqrt(np.asarray(weights))
+            rows.layer_weight_norm[row] = norm_of_half_sumsq(np.asarray(weights))
             if update is not None:
-                rows.layer_update_norm[row] = np.sqrt(np.asarray(update))
+                rows.layer_update_norm[row] = norm_of_half_sumsq(np.asarray(update))
         self._samples = [s for s in later if s[0] > int(rows.steps[-1]) - base_step]
 
 
