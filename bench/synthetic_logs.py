@@ -3,7 +3,8 @@
 Each run is laid out as HealthCallback writes it (one event per step holding all of that step's
 values): per-step loss, gradient norm, step time and input wait (loss and gradient norm also as
 plain scalars for TensorBoard's Scalars dashboard), the learning rate every 100 steps, a
-per-layer gradient-norm vector every `layer_every` steps and a weight-norm vector every 20;
+per-layer gradient-norm vector every `layer_every` steps and a weight-norm vector on the steps
+the callback samples them (`row_layout.sample_interval`);
 epoch losses, run info and discrete events of several kinds as events of their own.
 Records are framed by hand (with google-crc32c's C checksum when installed): TensorBoard's
 EventFileWriter checksums in pure Python and would take minutes per 100,000-step run.
@@ -28,6 +29,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from tb_trainhealth.callback.row_layout import sample_interval
 from tb_trainhealth.contract import tags
 
 try:
@@ -42,7 +44,6 @@ else:
 
 
 EVENT_KINDS = ("nonfinite", "oom", "activations")
-WEIGHT_EVERY = 20
 LEARNING_RATE_EVERY = 100
 
 
@@ -154,7 +155,7 @@ def write_run(
             values.append(_value(tags.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
         if step % layer_every == 0:
             values.append(_value(tags.TAG_LAYER_GRAD_NORM, tensor_md, grad[i] * spread))
-        if step % WEIGHT_EVERY == 0:
+        if step % sample_interval(step) == 0:
             values.append(_value(tags.TAG_LAYER_WEIGHT_NORM, tensor_md, weights))
         for value in values:  # the metadata only with each tag's first value in the file
             if value.tag in described:

@@ -17,7 +17,7 @@ from conftest import ROOT, read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback import row_buffer, weight_norms
-from tb_trainhealth.callback.row_layout import UPDATE_EVERY
+from tb_trainhealth.callback.row_layout import EARLY_SAMPLE_EVERY, EARLY_SAMPLE_STEPS, SAMPLE_EVERY
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
 
@@ -258,25 +258,25 @@ def test_model_config_lint_on_dropout(tmp_path, layers, check):
 
 
 @pytest.mark.parametrize(
-    ("hidden_layers", "compile_after"),
-    [(1, 1e9), (9, 1e9), (1, 0.0)],  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
-    ids=["eager", "compiled", "compiled-after-the-first-sample"],
+    "hidden_layers",
+    [1, 9],  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
+    ids=["eager", "compiled"],
 )
-def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, monkeypatch, hidden_layers, compile_after):
+def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layers):
     """Plain SGD moves each weight by exactly lr * gradient: the sampled ||dw|| / ||w|| must equal
-    lr * ||g|| / ||w|| on the same step, layer by layer."""
-    monkeypatch.setattr(weight_norms, "COMPILE_AFTER_EAGER_SECONDS", compile_after)
+    lr * ||g|| / ||w|| on the same step, layer by layer; sampled densely early in the fit, sparsely after."""
     keras.utils.set_random_seed(0)
     hidden = [keras.layers.Dense(8, activation="relu") for _ in range(hidden_layers)]
     model = keras.Sequential([keras.Input((4,)), *hidden, keras.layers.Dense(3)])
     model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     assert (len(model.trainable_variables) > weight_norms.EAGER_MAX_VARIABLES) == (hidden_layers == 9)
-    x, y = data(640)
+    x, y = data(8 * 320)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
-    assert model.__dict__["_trainhealth_step_probe"].weights._compiled == (hidden_layers == 9 or compile_after == 0)
+    assert model.__dict__["_trainhealth_step_probe"].weights._compiled == (hidden_layers == 9)
     run = read_logdir(str(tmp_path))["run"]
     ratios = run.layer_series[sig.LAYER_UPDATE_RATIO]
-    assert list(ratios.steps) == list(range(UPDATE_EVERY, 81, UPDATE_EVERY))
+    early = range(EARLY_SAMPLE_EVERY, EARLY_SAMPLE_STEPS + 1, EARLY_SAMPLE_EVERY)
+    assert list(ratios.steps) == [*early, *range(EARLY_SAMPLE_STEPS + SAMPLE_EVERY, 321, SAMPLE_EVERY)]
     grads, weights = run.layer_series[sig.LAYER_GRAD_NORM], run.layer_series[sig.LAYER_WEIGHT_NORM]
     for step, ratio in zip(ratios.steps, ratios.values):
         grad = grads.values[list(grads.steps).index(step)]

@@ -68,6 +68,34 @@ def test_an_epoch_loss_thrown_up_is_instability_even_when_the_per_step_median_st
     assert check_loss_divergence(run_with(epoch_loss=healthy)) == []
 
 
+def test_an_epoch_bump_the_run_beat_afterwards_is_info_unless_it_threw_away_all_progress():
+    """SGD with a step schedule (healthy_sweep's residual MLP): two epochs 21x above the best, then
+    a better loss than ever: info. Above the first epoch's loss (all progress gone): a warning."""
+    bump = np.array([0.81, 0.12, 0.05, 0.0126, 0.265, 0.22, 0.0255, 0.0128, 0.0076, 0.0052])
+    (finding,) = check_loss_divergence(run_with(epoch_loss=bump))
+    assert finding.severity == Severity.INFO and "It recovered" in finding.detail
+    thrown = np.array([0.41, 0.57, 0.71, 0.135, 0.55, 0.097, 0.014, 0.006, 0.003])  # Adam at lr 0.1
+    (finding,) = check_loss_divergence(run_with(epoch_loss=thrown))
+    assert finding.severity == Severity.WARNING and "all the progress" in finding.detail
+    stuck = np.array([0.87, 0.2, 0.054, 5.27, 5.97, 16.0, 5.6, 0.068])  # never back below 0.054
+    (finding,) = check_loss_divergence(run_with(epoch_loss=stuck))
+    assert finding.severity == Severity.WARNING and "never got back" in finding.detail
+
+
+def test_a_spike_the_loss_shrugged_off_does_not_hide_epochs_that_stayed_unstable():
+    """lr 0.3 Adam: losses of 0 between huge spikes keep the per-step median at 0 (a rare spike
+    shrugged off: info) while the epoch means stay 100x up: the warning must win."""
+    steps = np.arange(1, 401)
+    loss = np.where(steps <= 150, 1.4 * np.exp(-steps / 30) + 0.03, 0.0)
+    loss[156] = 60.0
+    epochs = np.array([0.87, 0.2, 0.057, 14.1, 17.5, 5.9, 10.2, 2.4])
+    run = RunSignals(
+        "r", series={sig.LOSS: Series.of(steps, loss), sig.EPOCH_LOSS: Series.of(np.arange(50, 401, 50), epochs)}
+    )
+    (finding,) = check_loss_divergence(run)
+    assert finding.severity == Severity.WARNING and "epoch loss jumped" in finding.title
+
+
 def test_a_spike_tiny_on_the_losss_own_scale_is_not_a_finding():
     """Converged near 5e-4, one batch at 7e-3 (a 14x spike, far below where the loss started)."""
     loss = 5e-4 + 2e-3 * np.exp(-np.arange(1000) / 100) * np.exp(0.1 * RNG.normal(size=1000))

@@ -149,7 +149,9 @@ def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
 
 
 def finite_scalar(value: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_all(tf.math.is_finite(tf.cast(value, tf.float32)))
+    """Whether every element is finite (one op for a scalar: a reduction over no axes still costs two)."""
+    finite = tf.math.is_finite(tf.cast(value, tf.float32))
+    return finite if finite.shape.rank == 0 else tf.reduce_all(finite)
 
 
 def is_plain_batch(flat: list[Any]) -> bool:

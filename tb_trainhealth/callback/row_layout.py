@@ -27,16 +27,23 @@ if TYPE_CHECKING:
 COL_LOSS, COL_GRAD_NORM, COL_LR, COL_GRAD_NONFINITE, COL_NONFINITE_REPLICAS, COL_LOSS_SCALE = range(6)
 FIXED_COLUMNS = 6
 LAYER_BLOCKS = 4
-# Per-layer weight norms change slowly: taken after a fit's first call and every
-# this-many-th step only; NOT_SAMPLED on the other rows. Each sample is a host call of its own
-# (~0.1-0.15 ms on a 2-core VM, whatever the model's size): every 20th step is ~1% of a 1 ms step.
-WEIGHT_NORM_EVERY = 20
 NOT_SAMPLED = -1.0
-# The update norm ||w_after - w_before|| needs a copy of the weights before the update:
-# taken on every this-many-th step only (the copy lives for the length of one update; not
-# with steps_per_execution > 1, where a call holds several updates). The update and the weight
-# norm of the same step are taken in one call.
-UPDATE_EVERY = WEIGHT_NORM_EVERY  # the ratio needs both norms of the same step
+# Per-layer weight norms and update norms ||w_after - w_before|| change slowly: they are sampled
+# after a fit's first call, then every EARLY_SAMPLE_EVERY-th step of its first EARLY_SAMPLE_STEPS
+# steps (short fits get enough samples: the update-ratio rule wants 3 in a run's second half),
+# then every SAMPLE_EVERY-th; NOT_SAMPLED (weights) or NaN (updates) on the other rows. A sample
+# is two host calls (a copy of the weights before the step, both norms after it: ~0.5-1 ms for
+# a small model on a 2-core VM, whether eager or compiled): 1.7% of a 5 ms step if taken every
+# 20th step, 0.3% every 100th. No update norm with steps_per_execution > 1 (a call holds several
+# updates).
+EARLY_SAMPLE_EVERY = 20
+EARLY_SAMPLE_STEPS = 200
+SAMPLE_EVERY = 100
+
+
+def sample_interval(done: int) -> int:
+    """Steps between two samples around step `done` of a fit (see SAMPLE_EVERY)."""
+    return EARLY_SAMPLE_EVERY if done <= EARLY_SAMPLE_STEPS else SAMPLE_EVERY
 
 
 def norm_of_half_sumsq(half_sumsq: np.ndarray) -> np.ndarray:
@@ -111,7 +118,7 @@ class Rows:
 
     @property
     def layer_weight_norm(self) -> np.ndarray:
-        """||w|| per layer after the update on sampled steps (WEIGHT_NORM_EVERY), NOT_SAMPLED on the others."""
+        """||w|| per layer after the update on sampled steps (`sample_interval`), NOT_SAMPLED on the others."""
         return self.block(2)
 
     @property
@@ -121,5 +128,5 @@ class Rows:
 
     @property
     def layer_update_norm(self) -> np.ndarray:
-        """||w_after - w_before|| per layer on sampled steps (UPDATE_EVERY), NaN on the others."""
+        """||w_after - w_before|| per layer on sampled steps (`sample_interval`), NaN on the others."""
         return self.block(3)

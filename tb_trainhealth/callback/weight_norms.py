@@ -1,8 +1,9 @@
 """Per-layer weight norms and update norms, sampled between steps from the host.
 
 ||w|| changes slowly: it is taken after the first call of a fit (on tf_keras after its timed
-calls) and then every WEIGHT_NORM_EVERY steps. ||w_after - w_before|| (with the gradient norms: the update ratio) needs the weights
-before one update: a copy is taken before every UPDATE_EVERY-th step and compared after it.
+calls) and then on the steps `row_layout.sample_interval` says. ||w_after - w_before|| (with the
+gradient norms: the update ratio) needs the weights before one update: a copy is taken before
+each sampled step and compared after it.
 
 Each is one host call between two steps (a few eager ops at first; a compiled function for models
 with many variables, and for any model once its eager samples have cost about what tracing them
@@ -10,13 +11,12 @@ would), queued like any op (the result is read only with the rows, so no device 
 conditionals inside the training step, which cost every step and are traced with it. The copy is a
 read of each variable: the optimizer's in-place update copies a buffer that is still
 referenced, so the copy keeps the old values, for one step. The weight and update norms of a
-sampled step are one call: two calls per UPDATE_EVERY steps in all.
+sampled step are one call: two calls per sample in all.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,11 +24,10 @@ import tensorflow as tf
 
 from tb_trainhealth.callback.keras_flavor import tensor_of, variable_path
 from tb_trainhealth.callback.row_layout import (
-    UPDATE_EVERY,
-    WEIGHT_NORM_EVERY,
     LayerLayout,
     Rows,
     norm_of_half_sumsq,
+    sample_interval,
 )
 
 if TYPE_CHECKING:
@@ -40,15 +39,12 @@ logger = logging.getLogger(__name__)
 # (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
 # the update ratio is not measured.
 MAX_SNAPSHOT_PARAMS = 50_000_000
-# Up to this many variables the samples start eager (a few ops each, ~40 µs per op on a
-# 2-core VM, every 10th step); beyond, they are compiled functions from the start (one call
-# each, ~0.3 ms; traced once per model: ~50 ms per function, which a tiny model's short fits
-# would feel; a big model's trace is much longer).
+# Up to this many variables the samples are eager ops (~6 per variable, ~15 us each on a 2-core
+# VM); beyond, compiled functions (traced once per model: ~15-40 ms each for a small model, much
+# longer for a big one). Per sample (copy and norms), bench/overhead.py's models: tiny MLP eager
+# 0.53 ms, compiled 0.55 ms; small CNN eager 0.92 ms, compiled 0.66 ms: a tf.function call
+# costs ~0.3 ms on its own, so compiling pays only for many variables.
 EAGER_MAX_VARIABLES = 16
-# Eager samples are compiled once they have cost this much host time, about what tracing the
-# three functions costs (the rent-or-buy rule: never more than twice the cheaper of the two).
-# Measured on the tiny MLP of bench/overhead.py: eager 2.3 ms per 20 steps, compiled 1.4 ms.
-COMPILE_AFTER_EAGER_SECONDS = 0.15
 
 
 def layer_half_sumsq(num_layers: int, terms: list[tuple[int, tf.Tensor]]) -> tf.Tensor:
@@ -79,7 +75,6 @@ class WeightNorms:
         self._tracked = [(layers[path], v) for v in model.trainable_variables if (path := variable_path(v)) in layers]
         self._snapshots = sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
         self._num_layers = len(layout.names)
-        self._eager_seconds = 0.0  # host time of the eager samples so far
         self._compiled = len(self._tracked) > EAGER_MAX_VARIABLES
         self._make_functions(tf.function if self._compiled else _eager)
         self.enabled = bool(self._tracked)
@@ -125,26 +120,16 @@ class WeightNorms:
 
     def _after(self, done: int) -> None:
         """`done` steps of this fit are done: sample what is due, copy what the next step needs."""
-        started = time.perf_counter()
-        self._sample(done)
-        if not self._compiled:
-            self._eager_seconds += time.perf_counter() - started
-            if self._eager_seconds >= COMPILE_AFTER_EAGER_SECONDS:
-                self._compiled = True
-                self._make_functions(tf.function)
-
-    def _sample(self, done: int) -> None:
         try:
-            if done > self._last_sampled and (
-                self._last_sampled == 0 or done // WEIGHT_NORM_EVERY > self._last_sampled // WEIGHT_NORM_EVERY
-            ):
+            every = sample_interval(done)
+            if done > self._last_sampled and (self._last_sampled == 0 or done // every > self._last_sampled // every):
                 if self._copy_for == done:
                     self._samples.append((done, *self._weights_and_update(self._copy_values)))
                 else:
                     self._samples.append((done, self._weights_sumsq(), None))
                 self._last_sampled = done
             self._copy_for, self._copy_values = None, None
-            if self._snapshots and self._steps_per_call == 1 and (done + 1) % UPDATE_EVERY == 0:
+            if self._snapshots and self._steps_per_call == 1 and (done + 1) % sample_interval(done + 1) == 0:
                 self._copy_for, self._copy_values = done + 1, self._copy()
         except Exception:  # never break the step: lose the weight norms, keep the rest
             logger.exception("tb-trainhealth: weight norms disabled (could not measure them)")

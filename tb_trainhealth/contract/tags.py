@@ -45,7 +45,7 @@ EPOCH_TAG_PREFIX = "health/epoch/"
 TAG_LAYER_GRAD_NORM = "health/layer/grad_norm"
 TAG_LAYER_WEIGHT_NORM = "health/layer/weight_norm"
 TAG_LAYER_GRAD_NONFINITE = "health/layer/grad_nonfinite"
-# ||w_after - w_before|| / ||w_after|| per layer, on every UPDATE_EVERY-th step (sampled).
+# ||w_after - w_before|| / ||w_after|| per layer, on sampled steps (every 20th, later every 100th).
 TAG_LAYER_UPDATE_RATIO = "health/layer/update_ratio"
 
 # Discrete records (rank-0 string tensor holding JSON, data class TENSOR, RECORDS_PLUGIN_NAME).

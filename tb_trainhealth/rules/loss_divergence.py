@@ -85,7 +85,8 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
                 fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
             )
         ]
-    return _loss_spike(run, name, loss, start) or _epoch_jump(run)
+    # Both judged: a spike the loss shrugged off (info) must not hide epochs that stayed unstable.
+    return sorted(_loss_spike(run, name, loss, start) + _epoch_jump(run), key=lambda f: -f.severity)[:1]
 
 
 def _loss_spike(run: RunSignals, name: str, loss: Series, start: float) -> list[Finding]:
@@ -159,7 +160,9 @@ def _stayed_up(values: np.ndarray, index: int, window: int, start: float) -> boo
 
 def _epoch_jump(run: RunSignals) -> list[Finding]:
     """An epoch whose mean training loss jumped EPOCH_JUMP times above the best epoch before it:
-    the optimizer threw the weights (a loss that keeps spiking can keep a low per-step median)."""
+    the optimizer threw the weights (a loss that keeps spiking can keep a low per-step median).
+    Info when the jump gave back only part of the progress (it stayed below the first epoch's
+    loss) and the run went on to beat that best by its last epoch: a bump that cost nothing."""
     epochs = run.get(sig.EPOCH_LOSS)
     if epochs is None:
         return []
@@ -176,16 +179,25 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
     i = int(jumped[0]) + 1
     best, step = float(best_before[i - 1]), int(epochs.steps[i])
     epoch = run.at(step) if run.axis == sig.EPOCH_AXIS else f"the epoch ending at step {step}"
+    recovered = values[-1] < best
+    all_progress_lost = values[i] >= values[0]
+    then = (
+        f" It recovered: the last epoch ({values[-1]:.4g}) beat that best."
+        if recovered
+        else f" It never got back there: the last epoch's loss is {values[-1]:.4g}."
+    )
+    if all_progress_lost:
+        then += f" The jump threw away all the progress: the first epoch's loss was {values[0]:.4g}."
     return [
         Finding(
             code="loss_divergence",
-            severity=Severity.WARNING,
+            severity=Severity.INFO if recovered and not all_progress_lost else Severity.WARNING,
             step=step,
             title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
             detail=(
                 f"The mean training loss of {epoch} was {values[i]:.4g}, "
                 f"{values[i] / best:.3g}x the best epoch before it ({best:.4g}): large steps threw the "
-                "weights away from where training had got to."
+                "weights away from where training had got to." + then
             ),
             evidence=Evidence((sig.EPOCH_LOSS,), int(epochs.steps[int(np.argmin(values[:i]))]), step),
             fixes=(LR_FIX_LOWER, CLIP_FIX, LR_FIX_SCHEDULE),
