@@ -94,6 +94,7 @@ def test_a_spike_the_loss_shrugged_off_does_not_hide_epochs_that_stayed_unstable
     )
     (finding,) = check_loss_divergence(run)
     assert finding.severity == Severity.WARNING and "epoch loss jumped" in finding.title
+    assert finding.step == 157  # where the per-step loss first rose 3x above the best epoch, in that epoch
 
 
 def test_a_spike_tiny_on_the_losss_own_scale_is_not_a_finding():

@@ -86,7 +86,7 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
             )
         ]
     # Both judged: a spike the loss shrugged off (info) must not hide epochs that stayed unstable.
-    return sorted(_loss_spike(run, name, loss, start) + _epoch_jump(run), key=lambda f: -f.severity)[:1]
+    return sorted(_loss_spike(run, name, loss, start) + _epoch_jump(run, loss), key=lambda f: -f.severity)[:1]
 
 
 def _loss_spike(run: RunSignals, name: str, loss: Series, start: float) -> list[Finding]:
@@ -158,11 +158,12 @@ def _stayed_up(values: np.ndarray, index: int, window: int, start: float) -> boo
     return level >= SPIKE_DAMAGE * float(np.median(before)) and level >= DAMAGE_OF_START * start
 
 
-def _epoch_jump(run: RunSignals) -> list[Finding]:
+def _epoch_jump(run: RunSignals, loss: Series | None = None) -> list[Finding]:
     """An epoch whose mean training loss jumped EPOCH_JUMP times above the best epoch before it:
     the optimizer threw the weights (a loss that keeps spiking can keep a low per-step median).
     Info when the jump gave back only part of the progress (it stayed below the first epoch's
-    loss) and the run went on to beat that best by its last epoch: a bump that cost nothing."""
+    loss) and the run went on to beat that best by its last epoch: a bump that cost nothing.
+    The step: where the per-step `loss` first rose that high within that epoch, where it is known."""
     epochs = run.get(sig.EPOCH_LOSS)
     if epochs is None:
         return []
@@ -179,6 +180,10 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
     i = int(jumped[0]) + 1
     best, step = float(best_before[i - 1]), int(epochs.steps[i])
     epoch = run.at(step) if run.axis == sig.EPOCH_AXIS else f"the epoch ending at step {step}"
+    onset = step
+    if loss is not None and run.axis != sig.EPOCH_AXIS:
+        inside = (loss.steps > epochs.steps[i - 1]) & (loss.steps <= step) & (loss.values >= EPOCH_JUMP * best)
+        onset = int(loss.steps[np.argmax(inside)]) if inside.any() else step
     recovered = values[-1] < best
     all_progress_lost = values[i] >= values[0]
     then = (
@@ -192,7 +197,7 @@ def _epoch_jump(run: RunSignals) -> list[Finding]:
         Finding(
             code="loss_divergence",
             severity=Severity.INFO if recovered and not all_progress_lost else Severity.WARNING,
-            step=step,
+            step=onset,
             title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",
             detail=(
                 f"The mean training loss of {epoch} was {values[i]:.4g}, "
