@@ -5,9 +5,8 @@ calls) and then on the steps `row_layout.sample_interval` says. ||w_after - w_be
 gradient norms: the update ratio) needs the weights before one update: a copy is taken before
 each sampled step and compared after it.
 
-Each is one host call between two steps (a few eager ops at first; a compiled function for models
-with many variables, and for any model once its eager samples have cost about what tracing them
-would), queued like any op (the result is read only with the rows, so no device sync), instead of
+Each is one host call between two steps (a few eager ops; a compiled function for models with
+many variables), queued like any op (the result is read only with the rows, so no device sync), instead of
 conditionals inside the training step, which cost every step and are traced with it. The copy is a
 read of each variable: the optimizer's in-place update copies a buffer that is still
 referenced, so the copy keeps the old values, for one step. The weight and update norms of a
