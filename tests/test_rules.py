@@ -18,6 +18,7 @@ from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_p
 from tb_trainhealth.rules.loss_divergence import check_loss_divergence
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
+from tb_trainhealth.rules.weight_health import update_ratio_level
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
 RNG = np.random.default_rng(0)
@@ -66,6 +67,16 @@ def test_an_epoch_loss_thrown_up_is_instability_even_when_the_per_step_median_st
     assert finding.step == 3 and finding.severity == Severity.WARNING and "from 0.21 to 1.33" in finding.title
     healthy = np.array([0.78, 0.21, 0.25, 0.15, 0.12, 0.11])  # noise of an epoch mean, not a jump
     assert check_loss_divergence(run_with(epoch_loss=healthy)) == []
+
+
+def test_the_update_ratio_level_is_the_second_half_of_the_steps_not_of_the_samples():
+    """Samples every 20th step up to 200, then every 100th (the callback's schedule): a learning
+    rate cut 300x at step 650 shows in the level, though most samples came before it."""
+    steps = np.array([*range(20, 201, 20), *range(300, 1001, 100)])
+    ratio = np.where(steps < 650, 3e-2, 1e-4)
+    run = RunSignals("r")
+    run.layer_series[sig.LAYER_UPDATE_RATIO] = LayerSeries(steps, np.stack([ratio, ratio], axis=1))
+    assert update_ratio_level(run) == pytest.approx(1e-4)
 
 
 def test_an_epoch_bump_the_run_beat_afterwards_is_info_unless_it_threw_away_all_progress():

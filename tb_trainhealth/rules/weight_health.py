@@ -22,11 +22,12 @@ MIN_SAMPLES = 3
 
 
 def update_ratio_level(run: RunSignals) -> float | None:
-    """Typical update ratio over the second half of the run (median over layers, then samples)."""
+    """Typical update ratio over the second half of the run's steps (median over layers, then
+    samples). By step, not by sample: the callback samples a fit's first steps more densely."""
     ratios = run.layer_series.get(sig.LAYER_UPDATE_RATIO)
     if ratios is None or len(ratios.steps) < MIN_SAMPLES:
         return None
-    late = ratios.values[len(ratios.steps) // 2 :]
+    late = ratios.values[ratios.steps >= (ratios.steps[0] + ratios.steps[-1]) / 2]
     with np.errstate(all="ignore"):
         late = np.where(np.isfinite(late) & (late > 0), late, np.nan)
         per_sample = np.nanmedian(late, axis=1) if np.isfinite(late).any() else np.array([np.nan])
