@@ -158,12 +158,12 @@ def _stayed_up(values: np.ndarray, index: int, window: int, start: float) -> boo
     return level >= SPIKE_DAMAGE * float(np.median(before)) and level >= DAMAGE_OF_START * start
 
 
-def _epoch_jump(run: RunSignals, loss: Series | None = None) -> list[Finding]:
+def _epoch_jump(run: RunSignals, loss: Series) -> list[Finding]:
     """An epoch whose mean training loss jumped EPOCH_JUMP times above the best epoch before it:
     the optimizer threw the weights (a loss that keeps spiking can keep a low per-step median).
     Info when the jump gave back only part of the progress (it stayed below the first epoch's
     loss) and the run went on to beat that best by its last epoch: a bump that cost nothing.
-    The step: where the per-step `loss` first rose that high within that epoch, where it is known."""
+    The step: where the per-step `loss` first rose that high within that epoch (runs on a step axis)."""
     epochs = run.get(sig.EPOCH_LOSS)
     if epochs is None:
         return []
@@ -181,7 +181,7 @@ def _epoch_jump(run: RunSignals, loss: Series | None = None) -> list[Finding]:
     best, step = float(best_before[i - 1]), int(epochs.steps[i])
     epoch = run.at(step) if run.axis == sig.EPOCH_AXIS else f"the epoch ending at step {step}"
     onset = step
-    if loss is not None and run.axis != sig.EPOCH_AXIS:
+    if run.axis != sig.EPOCH_AXIS:
         inside = (loss.steps > epochs.steps[i - 1]) & (loss.steps <= step) & (loss.values >= EPOCH_JUMP * best)
         onset = int(loss.steps[np.argmax(inside)]) if inside.any() else step
     recovered = values[-1] < best
