@@ -9,7 +9,8 @@ probe, a diagnosis, a read-back) count at their real rate. Each round gives a ra
 (config / no callback, adjacent in time); we print the median ratio over rounds and
 its inter-quartile range. Usage: python bench/overhead.py [--rounds 10] [--jit] [--mirrored] [--mlp] [--tf-keras]
 (--jit: model.compile(jit_compile=True); --mirrored: MirroredStrategy over 2 logical CPUs;
---mlp: a tiny MLP with ~1 ms steps instead of the small CNN; --tf-keras: legacy Keras 2).
+--mlp: a tiny MLP with ~1 ms steps instead of the small CNN; --deep: a 41-layer MLP, where the
+costs per variable weigh; --tf-keras: legacy Keras 2).
 
 `--fixed` measures the other cost, the one paid once per `fit` (tracing, set-up): a short
 fit (one epoch) timed whole, for a fresh model per fit and for a model that has fitted
@@ -45,6 +46,7 @@ from tb_trainhealth import HealthCallback
 
 BATCH = 64
 SAMPLES = 64 * 40
+DEEP_LAYERS = 40  # hidden layers of the `--deep` MLP
 
 
 class EpochTimer:
@@ -72,10 +74,14 @@ class EpochTimer:
         self.first, self.last = First(), Last()
 
 
-def small_cnn(jit: bool = False, mlp: bool = False) -> keras.Model:
+def small_cnn(jit: bool = False, mlp: bool = False, deep: bool = False) -> keras.Model:
     """A small CNN (~5 ms steps here), or with `mlp` a tiny MLP (~1 ms steps: the callback's
-    fixed costs per step weigh the most)."""
-    if mlp:
+    fixed costs per step weigh the most), or with `deep` a 41-layer MLP (~3 ms steps: the costs
+    per variable weigh the most)."""
+    if deep:
+        layers = [*(keras.layers.Dense(32, activation="relu") for _ in range(DEEP_LAYERS)), keras.layers.Dense(10)]
+        mlp = True
+    elif mlp:
         layers = [keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)]
     else:
         layers = [
@@ -92,6 +98,10 @@ def small_cnn(jit: bool = False, mlp: bool = False) -> keras.Model:
         "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"], jit_compile=jit
     )
     return model
+
+
+def model_name(args: argparse.Namespace) -> str:
+    return "41-layer MLP" if args.deep else "tiny MLP" if args.mlp else "small CNN"
 
 
 def strategy_for(mirrored: bool) -> tf.distribute.Strategy:
@@ -117,16 +127,14 @@ def fixed_costs(args, strategy, x, y, root: str) -> None:
         for name, make in configs.items():
             keras.utils.set_random_seed(round_index)
             with strategy.scope():
-                model = small_cnn(args.jit, args.mlp)
+                model = small_cnn(args.jit, args.mlp, args.deep)
             for kind in ("fresh model", "model fitted before"):
                 start = time.perf_counter()
                 model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=make(f"{round_index}-{kind[:5]}"))
                 seconds.setdefault((name, kind), []).append(time.perf_counter() - start)
     steps = SAMPLES // BATCH
     keras_name = "tf_keras" if args.tf_keras else "Keras 3"
-    print(
-        f"{'tiny MLP' if args.mlp else 'small CNN'} ({keras_name}): one epoch of {steps} steps per fit, {args.rounds} rounds"
-    )
+    print(f"{model_name(args)} ({keras_name}): one epoch of {steps} steps per fit, {args.rounds} rounds")
     for kind in ("fresh model", "model fitted before"):
         base = np.array(seconds[("no callback", kind)])
         print(f"  {kind}: no callback {np.median(base) * 1000:.0f} ms per fit")
@@ -143,6 +151,7 @@ def main() -> int:
     parser.add_argument("--jit", action="store_true", help="compile the step with XLA")
     parser.add_argument("--mirrored", action="store_true", help="MirroredStrategy over 2 logical CPUs")
     parser.add_argument("--mlp", action="store_true", help="a tiny MLP (~1 ms steps) instead of the small CNN")
+    parser.add_argument("--deep", action="store_true", help="a 41-layer MLP (~3 ms steps) instead of the small CNN")
     parser.add_argument("--fixed", action="store_true", help="the cost per fit (tracing, set-up) instead of per step")
     parser.add_argument("--tf-keras", action="store_true", help="legacy Keras 2 (tf_keras) instead of Keras 3")
     args = parser.parse_args()
@@ -170,7 +179,7 @@ def main() -> int:
             keras.utils.set_random_seed(round_index)
             timer = EpochTimer()
             with strategy.scope():
-                model = small_cnn(args.jit, args.mlp)
+                model = small_cnn(args.jit, args.mlp, args.deep)
             callbacks = [timer.first, *make(round_index), timer.last]
             model.fit(x, y, batch_size=BATCH, epochs=1 + args.epochs, verbose=0, callbacks=callbacks)
             per_step[name].append(float(np.sum(timer.seconds[1:])) / (args.epochs * (SAMPLES // BATCH)) * 1000)
@@ -178,7 +187,7 @@ def main() -> int:
     flags = (("tf_keras", args.tf_keras), ("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored))
     mode = " ".join(m for m, on in flags if on)
     print(
-        f"{'tiny MLP' if args.mlp else 'small CNN'} {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
+        f"{model_name(args)} {mode}, batch {BATCH}, {SAMPLES // BATCH} steps/epoch, {args.rounds} rounds x {args.epochs} epochs"
     )
     for name, values in per_step.items():
         ratios = np.array(values) / base

@@ -3,7 +3,9 @@ plus reading the row buffer back every 32 steps), under plain execution, XLA or
 MirroredStrategy: Keras' own train function of two identical models, one with the probe
 installed, in alternating blocks of 50 steps on one pipeline (machine noise hits both alike).
 Prints the median per-step times and the median of the per-round ratios.
-Usage: python bench/step_probe.py [--rounds 10] [--jit] [--mirrored]
+Usage: python bench/step_probe.py [--rounds 10] [--jit] [--mirrored] [--mlp | --deep] [--tf-keras]
+(--mlp: bench/overhead.py's tiny MLP; --deep: its 41-layer MLP, where the costs per variable
+show; --tf-keras: legacy Keras 2 and its probe).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import keras
 import numpy as np
 import tensorflow as tf
-from overhead import BATCH, small_cnn, strategy_for
+from overhead import BATCH, TF_KERAS, keras, small_cnn, strategy_for  # (overhead picks the Keras)
 
 from tb_trainhealth.callback.step_probe import StepProbe
+from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
 
 STEPS_PER_BLOCK = 50
 READ_EVERY = 32
@@ -33,6 +35,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--jit", action="store_true")
     parser.add_argument("--mirrored", action="store_true")
+    parser.add_argument("--mlp", action="store_true")
+    parser.add_argument("--deep", action="store_true")
+    parser.add_argument("--tf-keras", action="store_true")
     args = parser.parse_args()
     strategy = strategy_for(args.mirrored)
     rng = np.random.default_rng(0)
@@ -44,10 +49,10 @@ def main() -> int:
     for name in ("plain step", "step with probe"):
         keras.utils.set_random_seed(0)
         with strategy.scope():
-            models[name] = small_cnn(args.jit)
+            models[name] = small_cnn(args.jit, args.mlp, args.deep)
         models[name].fit(x[:BATCH], y[:BATCH], verbose=0)  # builds what Keras builds before a step
         if name == "step with probe":
-            probes[name] = StepProbe(models[name], capacity=2 * READ_EVERY)
+            probes[name] = (TfKerasStepProbe if TF_KERAS else StepProbe)(models[name], capacity=2 * READ_EVERY)
             probes[name].install()
         models[name].make_train_function()
         models[name].train_function(iterator)  # trace before timing
@@ -64,7 +69,11 @@ def main() -> int:
     ratios = np.array(per_step["step with probe"]) / np.array(per_step["plain step"])
     q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
     mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
-    print(f"small CNN {mode}, batch {BATCH}, {args.rounds} rounds x {STEPS_PER_BLOCK} steps per model")
+    model_name = "41-layer MLP" if args.deep else "tiny MLP" if args.mlp else "small CNN"
+    keras_name = "tf_keras" if TF_KERAS else "Keras 3"
+    print(
+        f"{model_name} ({keras_name}) {mode}, batch {BATCH}, {args.rounds} rounds x {STEPS_PER_BLOCK} steps per model"
+    )
     for name, values in per_step.items():
         print(f"{name:16} {np.median(values):7.3f} ms/step")
     print(f"probe / plain: ratio {q50:.3f}x (IQR {q25:.3f}-{q75:.3f})")

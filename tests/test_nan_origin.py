@@ -142,8 +142,8 @@ class ZeroNonfinite(keras.layers.Layer):
 
 
 def test_nan_in_the_data_under_a_finite_loss_is_placed_in_the_batch(tmp_path):
-    """The batch check (`NanReplay.check_batch_once`) runs in the step probe's branch for
-    non-finite gradients: the loss never goes NaN here, only the gradients do."""
+    """The batch check (`NanReplay.check_batch_once`) fires on non-finite gradients under a
+    finite loss: the loss never goes NaN here, only the gradients do."""
     x = X.copy()
     x[2 * 32 + 3, 1] = np.nan  # batch 3 (step 3), row 3, feature 1
     model = keras.Sequential(

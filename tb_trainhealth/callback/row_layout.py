@@ -5,11 +5,11 @@ reads rows back and turns columns into summaries. Both sides agree on the layout
 neither needs the other's machinery (and this module needs neither TensorFlow nor them).
 
 A row: the fixed columns (COL_*), then four blocks of one value per layer: gradient norm,
-non-finite gradient count, weight norm (sampled), update norm (sampled). The step writes the
-first two; the sampled blocks are filled on the host (`weight_norms`). Work that need not be in
-the step is done on the host, where it costs no op per step: the step writes half sums of
-squares (`tf.nn.l2_loss`) where the rows hold norms, and no total of the non-finite counts
-(`Rows.from_step`).
+non-finite gradients (1 where the layer's held NaN/Inf), weight norm (sampled), update norm
+(sampled). The step writes the first block; the others are filled on the host (the sampled ones
+by `weight_norms`). Work that need not be in the step is done on the host, where it costs no op
+per step: the step writes half sums of squares (`tf.nn.l2_loss`) where the rows hold norms, and
+the non-finite flags and their total follow from those (`Rows.from_step`).
 """
 
 from __future__ import annotations
@@ -94,10 +94,12 @@ class Rows:
     @classmethod
     def from_step(cls, steps: np.ndarray, written: np.ndarray, num_layers: int) -> Rows:
         """Rows from what the step wrote (a copy of the buffer's rows): norms from half sums
-        of squares, the total non-finite count from the per-layer counts."""
+        of squares; a layer's gradients held NaN/Inf where its sum of squares is not finite
+        (1 per such layer: the step counts no elements, see `StepProbe._record`)."""
         rows = cls(steps, written, num_layers)
         written[:, COL_GRAD_NORM] = norm_of_half_sumsq(written[:, COL_GRAD_NORM])
         rows.layer_grad_norm[:] = norm_of_half_sumsq(rows.layer_grad_norm)
+        rows.layer_grad_nonfinite[:] = ~np.isfinite(rows.layer_grad_norm)
         written[:, COL_GRAD_NONFINITE] = rows.layer_grad_nonfinite.sum(axis=1)
         return rows
 

@@ -74,7 +74,7 @@ class RowRecorder:
         self._recording.vectors(
             tags.TAG_LAYER_GRAD_NONFINITE, rows.steps[hit_rows], rows.layer_grad_nonfinite[hit_rows]
         )
-        nonfinite_layers = (rows.layer_grad_nonfinite > 0) | ~np.isfinite(rows.layer_grad_norm)
+        nonfinite_layers = rows.layer_grad_nonfinite > 0
         hits = {
             "loss": ~np.isfinite(rows.column(COL_LOSS)) if probe.loss_captured else None,
             "gradients": ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
@@ -102,7 +102,7 @@ class RowRecorder:
 
 
 def _nonfinite_counts(probe: StepProbe, rows: Rows) -> np.ndarray:
-    """Non-finite gradient elements, plus one for a non-finite loss and per layer with non-finite weights."""
+    """Layers with non-finite gradients, plus one for a non-finite loss and per layer with non-finite weights."""
     counts = rows.column(COL_GRAD_NONFINITE) + (~np.isfinite(rows.layer_weight_norm)).sum(axis=1)
     if probe.loss_captured:
         counts = counts + ~np.isfinite(rows.column(COL_LOSS))

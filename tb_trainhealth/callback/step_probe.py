@@ -8,7 +8,7 @@ standard `train_step` (and most custom ones) call:
 - `apply(grads, variables)`: sees the gradients actually applied.
 
 Inside the compiled step the wrapper reduces the gradients to one small row (loss,
-global norm, lr, per-layer norms, non-finite counts; layout in `row_layout`) and
+global norm, lr, per-layer norms; layout in `row_layout`) and
 writes it into a ring buffer of variables (`row_buffer`); per-layer weight and update
 norms are sampled between steps (`weight_norms`) and joined to the rows on the host. No extra
 forward/backward pass, no summary op inside the (possibly XLA-compiled) step; the
@@ -99,7 +99,6 @@ def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
 class GradientStats:
     layer_half_sumsq: tf.Tensor  # per layer, unscaled (tf.nn.l2_loss: the host takes the norms)
     total_half_sumsq: tf.Tensor
-    values: list[tuple[int, tf.Tensor]]  # (layer index, dense gradient values)
 
 
 class StepProbe:
@@ -264,8 +263,8 @@ class StepProbe:
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
-            loss = self._loss
-            self._record(gradients, scale=scale, on_nonfinite=lambda: self._nan.check_batch_once(loss))
+            finite = tf.math.is_finite(gradients.total_half_sumsq)
+            self._record(gradients, scale=scale, wait_for=self._nan.check_batch_once(self._loss, finite))
         except Exception:
             _probe_failed()
         return result
@@ -331,7 +330,7 @@ class StepProbe:
         half_sumsq = layer_half_sumsq(len(self.layout.names), grad_values)
         if scale is not None:
             half_sumsq = half_sumsq / tf.square(scale)
-        return GradientStats(half_sumsq, tf.reduce_sum(half_sumsq), grad_values)
+        return GradientStats(half_sumsq, tf.reduce_sum(half_sumsq))
 
     def _record(
         self,
@@ -339,25 +338,16 @@ class StepProbe:
         loss: tf.Tensor | None = None,
         nonfinite_replicas: tf.Tensor | float = 0.0,
         scale: tf.Tensor | None = None,
-        on_nonfinite: Callable[[], list[tf.Tensor]] | None = None,
+        wait_for: list[tf.Tensor] | None = None,
     ) -> None:
-        """One row into the ring buffer: loss, norms, lr, non-finite counts; the weight and update
-        blocks are left unsampled (`WeightNorms` fills them on the host).
-        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
+        """One row into the ring buffer: loss, half sums of squares, lr; the non-finite flags, the
+        norms (`Rows.from_step`) and the weight and update blocks (`WeightNorms`) are completed
+        on the host. No conditional: on CPU even a branch not taken costs its ops' dispatch every
+        step (a per-layer count of non-finite elements here, in a branch for non-finite norms,
+        cost 100-190 us a step on a 41-layer MLP: `bench/step_probe.py --deep`).
+        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite.
+        `wait_for`: ops the row is written after (the batch check of the NaN replay)."""
         num_layers = len(self.layout.names)
-
-        def count_nonfinite() -> tf.Tensor:
-            counts = [tf.zeros([]) for _ in range(num_layers)]
-            for index, values in gradients.values:
-                counts[index] += tf.reduce_sum(tf.cast(tf.logical_not(tf.math.is_finite(values)), tf.float32))
-            with tf.control_dependencies(on_nonfinite() if on_nonfinite is not None else []):
-                return tf.stack(counts)
-
-        # Counting needs another pass over the gradients: only do it when a norm is non-finite
-        # (and `on_nonfinite`, the batch check of the NaN replay, runs in the same branch: one
-        # conditional per step for both).
-        total = gradients.total_half_sumsq
-        layer_nonfinite = tf.cond(tf.math.is_finite(total), lambda: tf.zeros([num_layers]), count_nonfinite)
         if loss is None and self._loss is not None:
             loss = self._loss_scalar()
         self.loss_captured = self.loss_captured or loss is not None
@@ -365,17 +355,24 @@ class StepProbe:
         learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
         replicas = tf.cast(nonfinite_replicas, tf.float32)
         # In COL_* order; COL_GRAD_NONFINITE and the norms are completed on the host (`Rows.from_step`).
-        fixed = [loss, total, learning_rate, 0.0, replicas, 1.0 if scale is None else _float_scalar(scale)]
+        scale_column = 1.0 if scale is None else _float_scalar(scale)
+        fixed = [loss, gradients.total_half_sumsq, learning_rate, 0.0, replicas, scale_column]
         row = tf.concat(
             [
                 tf.stack(fixed),
                 gradients.layer_half_sumsq,
-                layer_nonfinite,
-                np.concatenate([np.full(num_layers, NOT_SAMPLED, np.float32), np.full(num_layers, np.nan, np.float32)]),
+                np.concatenate(
+                    [
+                        np.zeros(num_layers, np.float32),
+                        np.full(num_layers, NOT_SAMPLED, np.float32),
+                        np.full(num_layers, np.nan, np.float32),
+                    ]
+                ),
             ],
             axis=0,
         )
-        self.ring.write(row)
+        with tf.control_dependencies(wait_for or []):
+            self.ring.write(row)
 
     def _loss_scalar(self) -> tf.Tensor:
         """The batch loss seen by `scale_loss`, as a float32 scalar."""

@@ -61,7 +61,7 @@ class NonfiniteEvent(Event):
 
     where: str  # "loss", "gradients" or "weights"
     layers: tuple[str, ...] = ()  # the layers hit at that step
-    count: float | None = None  # non-finite gradient elements (where == "gradients")
+    count: float | None = None  # layers with non-finite gradients (where == "gradients")
     replicas: tuple[int, ...] = ()  # replicas whose own gradients were non-finite, before the all-reduce
 
 

@@ -31,7 +31,7 @@ DEVICE_MEMORY_MB = "device_memory_mb"
 LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
 LAYER_UPDATE_RATIO = "layer_update_ratio"
-LAYER_GRAD_NONFINITE = "layer_grad_nonfinite"  # NaN/Inf gradient elements per layer, steps with hits only
+LAYER_GRAD_NONFINITE = "layer_grad_nonfinite"  # 1 per layer whose gradients held NaN/Inf, steps with hits only
 
 # Keras' names for classification accuracy in `logs` (one is enough).
 ACCURACY_KEYS = ("accuracy", "acc", "sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy")
