@@ -38,11 +38,12 @@ logger = logging.getLogger(__name__)
 # (a 200 MB float32 copy): beyond, the copy could tip a model that fits memory into OOM, so
 # the update ratio is not measured.
 MAX_SNAPSHOT_PARAMS = 50_000_000
-# Up to this many variables the samples are eager ops (~6 per variable, ~15 us each on a 2-core
+# Up to this many variables the samples are eager ops (~5 per variable, ~15 us each on a 2-core
 # VM); beyond, compiled functions (traced once per model: ~15-40 ms each for a small model, much
 # longer for a big one). Per sample (copy and norms), bench/overhead.py's models: tiny MLP eager
-# 0.53 ms, compiled 0.55 ms; small CNN eager 0.92 ms, compiled 0.66 ms: a tf.function call
-# costs ~0.3 ms on its own, so compiling pays only for many variables.
+# 0.48 ms, compiled 0.55 ms; small CNN eager 0.84 ms, compiled 0.66 ms: a tf.function call
+# costs ~0.3 ms on its own, so compiling pays only for many variables. (The copy is one read per
+# variable: an Identity on top cost ~12 us a variable and copied nothing.)
 EAGER_MAX_VARIABLES = 16
 
 
@@ -91,7 +92,7 @@ class WeightNorms:
             return layer_half_sumsq(num_layers, now), layer_half_sumsq(num_layers, update)
 
         self._weights_sumsq = compiled(lambda: layer_half_sumsq(num_layers, values()))
-        self._copy = compiled(lambda: [tf.identity(tensor_of(v)) for _, v in self._tracked])
+        self._copy = compiled(lambda: [tf.convert_to_tensor(tensor_of(v)) for _, v in self._tracked])
         self._weights_and_update = compiled(weights_and_update)
 
     def begin_fit(self, steps_per_call: int, timed_calls: int = 0) -> None:
