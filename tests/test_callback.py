@@ -258,13 +258,15 @@ def test_model_config_lint_on_dropout(tmp_path, layers, check):
 
 
 @pytest.mark.parametrize(
-    "hidden_layers",
-    [1, 9],  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
-    ids=["eager", "compiled"],
+    ("hidden_layers", "numpy_samples"),
+    [(1, True), (1, False), (9, False)],  # 9: more variables than weight_norms.EAGER_MAX_VARIABLES
+    ids=["numpy", "eager", "compiled"],
 )
-def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layers):
+def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, monkeypatch, hidden_layers, numpy_samples):
     """Plain SGD moves each weight by exactly lr * gradient: the sampled ||dw|| / ||w|| must equal
     lr * ||g|| / ||w|| on the same step, layer by layer; sampled densely early in the fit, sparsely after."""
+    if not numpy_samples:  # a small model in host memory is sampled with numpy (`HOST_MAX_PARAMS`)
+        monkeypatch.setattr(weight_norms, "HOST_MAX_PARAMS", 0)
     keras.utils.set_random_seed(0)
     hidden = [keras.layers.Dense(8, activation="relu") for _ in range(hidden_layers)]
     model = keras.Sequential([keras.Input((4,)), *hidden, keras.layers.Dense(3)])
@@ -272,7 +274,9 @@ def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, hidden_layer
     assert (len(model.trainable_variables) > weight_norms.EAGER_MAX_VARIABLES) == (hidden_layers == 9)
     x, y = data(8 * 320)
     model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"))])
-    assert model.__dict__["_trainhealth_step_probe"].weights._compiled == (hidden_layers == 9)
+    weights_sampler = model.__dict__["_trainhealth_step_probe"].weights
+    assert weights_sampler._compiled == (hidden_layers == 9)
+    assert weights_sampler.on_host == (numpy_samples and not tf.config.list_physical_devices("GPU"))
     run = read_logdir(str(tmp_path))["run"]
     ratios = run.layer_series[sig.LAYER_UPDATE_RATIO]
     early = range(EARLY_SAMPLE_EVERY, EARLY_SAMPLE_STEPS + 1, EARLY_SAMPLE_EVERY)
