@@ -83,13 +83,11 @@ class WeightNorms:
         self._snapshots = sum(layout.num_params) <= MAX_SNAPSHOT_PARAMS
         self._num_layers = len(layout.names)
         self._compiled = len(self._tracked) > EAGER_MAX_VARIABLES
-        self.on_host = (
-            not self._compiled
-            and sum(layout.num_params) <= HOST_MAX_PARAMS
-            and all(_host_reader(v) is not None for _, v in self._tracked)
-        )
+        small = not self._compiled and sum(layout.num_params) <= HOST_MAX_PARAMS
+        readers = [_host_reader(v) for _, v in self._tracked] if small else [None]
+        self.on_host = all(read is not None for read in readers)
         if self.on_host:
-            self._make_host_functions()
+            self._make_host_functions(readers)
         else:
             self._make_functions(tf.function if self._compiled else _eager)
         self.enabled = bool(self._tracked)
@@ -110,10 +108,9 @@ class WeightNorms:
         self._copy = compiled(lambda: [tf.convert_to_tensor(tensor_of(v)) for _, v in self._tracked])
         self._weights_and_update = compiled(weights_and_update)
 
-    def _make_host_functions(self) -> None:
+    def _make_host_functions(self, readers: list[Callable[[], np.ndarray]]) -> None:
         """The same three samples with numpy (see HOST_MAX_PARAMS); the copy is a real copy."""
         layers = np.array([index for index, _ in self._tracked])
-        readers = [_host_reader(v) for _, v in self._tracked]
 
         def half_sumsq(arrays: list[np.ndarray]) -> np.ndarray:
             halves = [0.5 * float(np.vdot(a, a)) for a in arrays]
