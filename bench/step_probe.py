@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import tensorflow as tf
-from overhead import BATCH, TF_KERAS, keras, small_cnn, strategy_for  # (overhead picks the Keras)
+from overhead import BATCH, TF_KERAS, keras, model_name, small_cnn, strategy_for  # (overhead picks the Keras)
 
 from tb_trainhealth.callback.step_probe import StepProbe
 from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
@@ -69,10 +69,9 @@ def main() -> int:
     ratios = np.array(per_step["step with probe"]) / np.array(per_step["plain step"])
     q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
     mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
-    model_name = "41-layer MLP" if args.deep else "tiny MLP" if args.mlp else "small CNN"
     keras_name = "tf_keras" if TF_KERAS else "Keras 3"
     print(
-        f"{model_name} ({keras_name}) {mode}, batch {BATCH}, {args.rounds} rounds x {STEPS_PER_BLOCK} steps per model"
+        f"{model_name(args)} ({keras_name}) {mode}, batch {BATCH}, {args.rounds} rounds x {STEPS_PER_BLOCK} steps per model"
     )
     for name, values in per_step.items():
         print(f"{name:16} {np.median(values):7.3f} ms/step")

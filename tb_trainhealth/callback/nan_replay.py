@@ -74,7 +74,7 @@ class NanReplay:
         """The gradients, made to wait for the replay on the first non-finite loss.
 
         The update waits through its gradients, one Identity each: each variable's update still
-        starts as soon as its own gradient exists (on a 42-layer MLP on 2 CPU cores, a
+        starts as soon as its own gradient exists (on a 41-layer MLP on 2 CPU cores, a
         control_dependencies block around the whole update, or one IdentityN over all gradients,
         cost 100-250 us a step more). The loss alone decides, and it is known before backprop
         starts, so the update never waits for a reduction over all gradients (that wait
