@@ -88,7 +88,7 @@ class NanReplay:
         fine = tf.logical_or(finite_scalar(loss), self.localized)
         return self._replay_unless(fine, localize, self.localized)
 
-    def check_batch_once(self, loss: tf.Tensor | None, gradients_finite: tf.Tensor) -> list[tf.Tensor]:
+    def check_batch_once(self, loss: tf.Tensor | None, gradients_sumsq: tf.Tensor) -> list[tf.Tensor]:
         """Non-finite gradients under a finite loss (a fused ReLU can turn a NaN input into 0 on
         the way forward): look for NaN/Inf in the batch, once. Traced after the update, which it
         never holds (the batch does not change with the weights); the caller makes the step's
@@ -96,6 +96,7 @@ class NanReplay:
         if not self.enabled or loss is None or not self._check_batch:
             return []
         the_loss_replays = tf.logical_not(finite_scalar(loss))
+        gradients_finite = tf.math.is_finite(gradients_sumsq)  # (a sum of squares: finite iff every element is)
         fine = tf.reduce_any(tf.stack([gradients_finite, the_loss_replays, self.localized, self.batch_checked]))
         return self._replay_unless(fine, batch_origin, self.batch_checked)
 

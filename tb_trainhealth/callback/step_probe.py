@@ -263,8 +263,8 @@ class StepProbe:
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
-            finite = tf.math.is_finite(gradients.total_half_sumsq)
-            self._record(gradients, scale=scale, wait_for=self._nan.check_batch_once(self._loss, finite))
+            batch_check = self._nan.check_batch_once(self._loss, gradients.total_half_sumsq)
+            self._record(gradients, scale=scale, wait_for=batch_check)
         except Exception:
             _probe_failed()
         return result
