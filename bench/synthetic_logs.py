@@ -1,8 +1,9 @@
 """Writes realistic tb-trainhealth logdirs fast, without TensorFlow (for tests and benchmarks).
 
 Each run is laid out as HealthCallback writes it (one event per step holding all of that step's
-values): per-step loss, gradient norm, step time and input wait (loss and gradient norm also as
-plain scalars for TensorBoard's Scalars dashboard), the learning rate every 100 steps, a
+values): per-step loss, gradient norm, step time and input wait as one row vector (loss and
+gradient norm also as plain scalars for TensorBoard's Scalars dashboard, on
+`tags.plain_scalar_steps`), the learning rate every 100 steps, a
 per-layer gradient-norm vector every `layer_every` steps and a weight-norm vector on the steps
 the callback samples them (`row_layout.sample_interval`);
 epoch losses, run info and discrete events of several kinds as events of their own.
@@ -143,14 +144,10 @@ def write_run(
     out.write(_record(0, tags.TAG_RUN_INFO, info))
     for i, step in enumerate(t.tolist()):
         # One event per step holding all its values, as HealthCallback writes its rows.
-        values = [
-            _value(tags.TAG_LOSS, scalar_md, np.float32(loss[i])),
-            _value(tags.TAG_GRAD_NORM, scalar_md, np.float32(grad[i])),
-            _value(tags.TAG_STEP_TIME_MS, scalar_md, np.float32(step_ms[i])),
-            _value(tags.TAG_INPUT_WAIT_MS, scalar_md, np.float32(wait_ms[i])),
-            _value(tags.SCALARS_STEP_TAGS[tags.TAG_LOSS], plain_md, np.float32(loss[i])),
-            _value(tags.SCALARS_STEP_TAGS[tags.TAG_GRAD_NORM], plain_md, np.float32(grad[i])),
-        ]
+        values = [_value(tags.TAG_ROW, tensor_md, np.array([loss[i], grad[i], step_ms[i], wait_ms[i]], np.float32))]
+        if tags.plain_scalar_steps(step):
+            values.append(_value(tags.SCALARS_STEP_TAGS[tags.TAG_LOSS], plain_md, np.float32(loss[i])))
+            values.append(_value(tags.SCALARS_STEP_TAGS[tags.TAG_GRAD_NORM], plain_md, np.float32(grad[i])))
         if step % LEARNING_RATE_EVERY == 1:
             values.append(_value(tags.TAG_LEARNING_RATE, scalar_md, np.float32(1e-3)))
         if step % layer_every == 0:

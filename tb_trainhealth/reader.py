@@ -185,10 +185,18 @@ class SignalReader:
             return
         run.has_health_data = True
         scalar_tags = [t for t in self._ours_scalars.get(run_name, {}) if t in sig.OUR_SCALARS]
-        for tag, points in self._read_scalars(tags.PLUGIN_NAME, run_name, scalar_tags, ctx).items():
-            if points:
+        columns = {
+            tag: _scalar_columns(points)
+            for tag, points in self._read_scalars(tags.PLUGIN_NAME, run_name, scalar_tags, ctx).items()
+        }
+        tensors = self._read_tensors(tags.PLUGIN_NAME, self._ours_tensors, run_name, ctx)
+        for tag, row_columns in _row_columns(tensors.get(tags.TAG_ROW, [])).items():
+            # Schema 1 fits (scalars) and schema 2 ones (rows) in one run directory: both.
+            columns[tag] = tuple(map(np.concatenate, zip(columns[tag], row_columns))) if tag in columns else row_columns
+        for tag, (steps, values, point_walls) in columns.items():
+            if len(steps):
                 name = sig.OUR_SCALARS[tag]
-                run.series[name], point_walls = _series_and_walls(points)
+                run.series[name], point_walls = _sorted_series(steps, values, point_walls)
                 if name == sig.LOSS:
                     walls[name] = point_walls
         records = self._read_tensors(tags.RECORDS_PLUGIN_NAME, self._ours_records, run_name, ctx)
@@ -198,7 +206,6 @@ class SignalReader:
         run.layers = list(run.info.layers)
         points = records.get(tags.TAG_PREFLIGHT, []) + records.get(tags.TAG_EVENTS, [])  # preflight first
         run.events = _parse_events([_json_payload(point.numpy, run) for point in points], run.errors)
-        tensors = self._read_tensors(tags.PLUGIN_NAME, self._ours_tensors, run_name, ctx)
         for tag, name in sig.OUR_LAYER_TENSORS.items():
             points = [p for p in tensors.get(tag, []) if np.shape(p.numpy) == (len(run.layers),)]
             if points and run.layers:
@@ -255,13 +262,41 @@ def _report_failed_listing(done: concurrent.futures.Future) -> None:
         logger.warning("tb-trainhealth: could not list the runs (the last listing is shown): %s", done.exception())
 
 
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray]  # steps, values, wall times
+
+
+def _scalar_columns(points: list) -> Columns:
+    steps = np.fromiter((p.step for p in points), np.int64, len(points))
+    values = np.fromiter((p.value for p in points), np.float64, len(points))
+    return steps, values, np.fromiter((p.wall_time for p in points), np.float64, len(points))
+
+
+def _row_columns(points: list) -> dict[str, Columns]:
+    """The `tags.TAG_ROW` vectors by column tag (`tags.ROW_COLUMNS`; a row of 3 has no loss);
+    step time and input wait only where they were measured."""
+    columns: dict[str, list[Columns]] = {}
+    for names in (tags.ROW_COLUMNS, tags.ROW_COLUMNS[1:]):
+        rows = [p for p in points if np.size(p.numpy) == len(names)]
+        if not rows:
+            continue
+        steps = np.fromiter((p.step for p in rows), np.int64, len(rows))
+        point_walls = np.fromiter((p.wall_time for p in rows), np.float64, len(rows))
+        values = np.stack([np.ravel(p.numpy) for p in rows]).astype(np.float64)
+        for index, tag in enumerate(names):
+            keep = np.isfinite(values[:, index]) if tag in tags.ROW_MEASURED_COLUMNS else slice(None)
+            columns.setdefault(tag, []).append((steps[keep], values[keep, index], point_walls[keep]))
+    return {tag: tuple(map(np.concatenate, zip(*parts))) for tag, parts in columns.items()}
+
+
+def _sorted_series(steps: np.ndarray, values: np.ndarray, point_walls: np.ndarray) -> tuple[Series, np.ndarray]:
+    """A series in step order, and its points' wall times in the same order."""
+    order = np.argsort(steps, kind="stable")
+    return Series(steps[order], values[order]), point_walls[order]
+
+
 def _series_and_walls(points: list) -> tuple[Series, np.ndarray]:
     """A series from data-provider points, and its points' wall times in the same (step) order."""
-    steps = np.fromiter((p.step for p in points), np.int64, len(points))
-    order = np.argsort(steps, kind="stable")
-    values = np.fromiter((p.value for p in points), np.float64, len(points))
-    point_walls = np.fromiter((p.wall_time for p in points), np.float64, len(points))
-    return Series(steps[order], values[order]), point_walls[order]
+    return _sorted_series(*_scalar_columns(points))
 
 
 def _parse_events(records: list[Any], errors: list[str]) -> list[Event]:

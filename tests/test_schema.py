@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -36,9 +37,39 @@ def write_loss_run(path, version: int) -> None:
 def test_too_new_run_reports_an_error_and_others_still_diagnosed(tmp_path):
     from conftest import read_logdir
 
-    write_loss_run(tmp_path / "old", tags.SCHEMA_VERSION)
+    write_loss_run(tmp_path / "old", 1)
     write_loss_run(tmp_path / "future", tags.SCHEMA_VERSION + 1)
     runs = read_logdir(str(tmp_path))
     assert "newer tb-trainhealth" in " ".join(runs["future"].errors)
     assert runs["future"].series == {}
     assert runs["old"].errors == [] and len(runs["old"].series["loss"]) == 29
+
+
+def write_rows(path, steps, rows) -> None:
+    """Schema-2 rows (`tags.TAG_ROW`) as HealthCallback writes them."""
+    writer = EventFileWriter(str(path))
+    for step, row in zip(steps, rows):
+        value = summary_pb2.Summary.Value(
+            tag=tags.TAG_ROW, metadata=tags.tensor_metadata(), tensor=tensor_util.make_tensor_proto(row, "float32")
+        )
+        writer.add_event(event_pb2.Event(step=step, wall_time=step, summary=summary_pb2.Summary(value=[value])))
+    writer.close()
+
+
+def test_a_run_of_schema_1_fits_then_schema_2_fits_reads_as_one_series(tmp_path):
+    """A log dir reused across an upgrade: scalars up to step 29, rows after; the columns of a
+    row are the loss, gradient norm, step time and input wait (NaN: not measured), or without
+    the loss where it was not captured."""
+    from conftest import read_logdir
+
+    write_loss_run(tmp_path / "run", 1)
+    write_rows(tmp_path / "run", [30, 31], [[0.5, 2.0, 10.0, np.nan], [np.nan, np.inf, np.nan, 1.5]])
+    write_rows(tmp_path / "run", [32], [[3.0, 11.0, 0.5]])
+    run = read_logdir(str(tmp_path))["run"]
+    assert run.errors == []
+    loss = run.series["loss"]
+    assert loss.steps.tolist() == [*range(1, 32)] and loss.values[-2] == 0.5 and np.isnan(loss.values[-1])
+    assert run.series["grad_norm"].steps.tolist() == [30, 31, 32]
+    assert run.series["grad_norm"].values.tolist() == [2.0, np.inf, 3.0]  # a non-finite norm is kept
+    assert run.series["step_time_ms"].steps.tolist() == [30, 32]  # not measured on step 31
+    assert run.series["input_wait_ms"].values.tolist() == [1.5, 0.5]

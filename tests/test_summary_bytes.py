@@ -78,8 +78,8 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
     weights[1] = [4.0, 5.0]
     writer.write_rows(
         steps,
-        {tags.TAG_LOSS: np.array([0.5, 0.4, 0.3])},
-        {tags.TAG_LEARNING_RATE: np.array([0.01, np.nan, np.nan])},
+        {tags.TAG_LOSS: np.array([0.5, 0.4, 0.3]), tags.TAG_GRAD_NORM: np.array([1.0, np.nan, 3.0])},
+        {tags.TAG_LEARNING_RATE: np.array([0.01, np.nan, np.nan]), tags.TAG_STEP_TIME_MS: np.array([np.nan, 9, 8])},
         np.ones((3, 2), np.float32),
         weights,
         np.array([False, True, False]),
@@ -95,11 +95,41 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
         }
         for e in events
     }
-    assert set(by_step[5]) == {tags.TAG_LOSS, "step/loss", tags.TAG_LEARNING_RATE, tags.TAG_LAYER_GRAD_NORM}
-    assert set(by_step[6]) == {tags.TAG_LOSS, "step/loss", tags.TAG_LAYER_GRAD_NORM, tags.TAG_LAYER_WEIGHT_NORM}
+    assert set(by_step[5]) == {tags.TAG_ROW, "step/loss", tags.TAG_LEARNING_RATE, tags.TAG_LAYER_GRAD_NORM}
+    assert set(by_step[6]) == {tags.TAG_ROW, "step/loss", tags.TAG_LAYER_GRAD_NORM, tags.TAG_LAYER_WEIGHT_NORM}
     # metadata once per tag and file: on its first value
     assert by_step[5]["step/loss"][0] == tags.SCALARS_PLUGIN_NAME and by_step[6]["step/loss"][0] == ""
     assert by_step[6][tags.TAG_LAYER_WEIGHT_NORM][0] == tags.PLUGIN_NAME
-    assert by_step[5][tags.TAG_LOSS][0] == tags.PLUGIN_NAME
-    np.testing.assert_allclose(by_step[7][tags.TAG_LOSS][1], 0.3, rtol=1e-6)
+    assert by_step[5][tags.TAG_ROW][0] == tags.PLUGIN_NAME
+    # the row's columns: loss, gradient norm, step time, input wait (NaN: not measured)
+    np.testing.assert_allclose(by_step[7][tags.TAG_ROW][1], [0.3, 3.0, 8.0, np.nan], rtol=1e-6)
+    np.testing.assert_allclose(by_step[6][tags.TAG_ROW][1], [0.4, np.nan, 9.0, np.nan], rtol=1e-6)
     np.testing.assert_array_equal(by_step[6][tags.TAG_LAYER_WEIGHT_NORM][1], [4.0, 5.0])
+
+
+def test_plain_scalars_are_thinned_after_the_first_steps_but_sparse_ones_never(tmp_path):
+    from tb_trainhealth.callback.health_writer import HealthWriter
+
+    writer = HealthWriter(str(tmp_path))
+    steps = np.arange(tags.SCALARS_DENSE_STEPS - 4, tags.SCALARS_DENSE_STEPS + 26)
+    lr = np.full(len(steps), np.nan)
+    lr[[0, 7]] = [0.1, 0.2]  # a change on step 1003: not a multiple of SCALARS_EVERY
+    writer.write_rows(
+        steps,
+        {tags.TAG_LOSS: np.linspace(1, 2, len(steps)), tags.TAG_GRAD_NORM: np.ones(len(steps))},
+        {tags.TAG_LEARNING_RATE: lr},
+        np.ones((len(steps), 2), np.float32),
+        np.full((len(steps), 2), np.nan, np.float32),
+        np.zeros(len(steps), bool),
+        plain={tags.TAG_LOSS: "step/loss", tags.TAG_LEARNING_RATE: "step/learning_rate"},
+    )
+    writer.close()
+    (path,) = glob.glob(str(tmp_path / "*tfevents*"))
+    by_tag: dict[str, list[int]] = {}
+    for event in event_file_loader.EventFileLoader(path).Load():
+        for value in event.summary.value:
+            by_tag.setdefault(value.tag, []).append(event.step)
+    assert by_tag[tags.TAG_ROW] == steps.tolist()  # ours: every step
+    dense = tags.SCALARS_DENSE_STEPS
+    assert by_tag["step/loss"] == [*range(dense - 4, dense + 1), dense + 10, dense + 20]
+    assert by_tag["step/learning_rate"] == [dense - 4, dense + 3]

@@ -118,24 +118,33 @@ class HealthWriter:
         weight_rows: np.ndarray,
         plain: dict[str, str] | None = None,
     ) -> None:
-        """One event per row: `dense` tags and the per-layer gradient norms on every row,
-        `sparse` ones where finite, per-layer weight norms on `weight_rows`.
+        """One event per row: the `tags.ROW_COLUMNS` among `dense` and `sparse` as one row
+        vector (`tags.TAG_ROW`), other `dense` tags and the per-layer gradient norms on every
+        row, other `sparse` ones where finite, per-layer weight norms on `weight_rows`.
         plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
-        Scalars dashboard (same values, same rows)."""
+        Scalars dashboard (same values; dense ones on `tags.plain_scalar_steps`)."""
+        steps = np.array(steps, np.int64)
         # (tag, metadata, shape, values, rows present or None for all), copies taken now: the
         # caller may reuse its arrays while the write waits in the queue.
         specs = []
+        in_row = _row_columns(dense)
+        if in_row:
+            values_of, unknown = {**dense, **sparse}, np.full(len(steps), np.nan)
+            row = np.stack([values_of.get(tag, unknown) for tag in in_row], axis=1).astype(np.float32)
+            specs.append((tags.TAG_ROW, _TENSOR_METADATA, (len(in_row),), row, None))
         for tag, values in (*dense.items(), *sparse.items()):
             values = np.array(values, np.float32)
             present = np.isfinite(values) if tag in sparse else None
-            specs.append((tag, _SCALAR_METADATA, (), values, present))
+            if tag not in in_row:
+                specs.append((tag, _SCALAR_METADATA, (), values, present))
             if plain and tag in plain:
-                specs.append((plain[tag], _PLAIN_SCALAR_METADATA, (), values, present))
+                shown = tags.plain_scalar_steps(steps) if present is None else present
+                specs.append((plain[tag], _PLAIN_SCALAR_METADATA, (), values, shown))
         layers = (np.shape(layer_grad_norm)[1],)
         specs.append((tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, np.array(layer_grad_norm, np.float32), None))
         weights = np.array(layer_weight_norm, np.float32)
         specs.append((tags.TAG_LAYER_WEIGHT_NORM, _TENSOR_METADATA, layers, weights, np.array(weight_rows, bool)))
-        self._submit(self._write_rows_now, np.array(steps, np.int64), specs)
+        self._submit(self._write_rows_now, steps, specs)
         if _write_raw_rows.experimental_get_tracing_count() == 0:  # its tracing: on the caller's
             self._wait()  # clock, once per process, not behind a later step
 
@@ -200,6 +209,14 @@ class HealthWriter:
                     self._closed = True
                     tf.raw_ops.CloseSummaryWriter(writer=self._handle)
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
+
+
+def _row_columns(dense: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """The `tags.TAG_ROW` columns of these rows: all, or all but the loss where it was not
+    captured; none without a gradient norm (then every value is a scalar of its own)."""
+    if tags.TAG_GRAD_NORM not in dense:
+        return ()
+    return tags.ROW_COLUMNS if tags.TAG_LOSS in dense else tags.ROW_COLUMNS[1:]
 
 
 @functools.lru_cache(maxsize=512)
