@@ -156,7 +156,8 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
     from tb_trainhealth import event_files
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.logdir import NoRunsError, is_local, loaded_logdir, unreadable_directories
+    from tb_trainhealth.load_batches import loaded_run_batches, run_directories, training_runs
+    from tb_trainhealth.logdir import NoRunsError, is_local, unreadable_directories
     from tb_trainhealth.reader import SignalReader
 
     if progress:
@@ -168,8 +169,9 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
         # Every event file's framing and checksums, while TensorBoard's loader reads the same files.
         file_check = checking.submit(event_files.check_logdir, logdir) if is_local(logdir) else None
         try:
-            with loaded_logdir(logdir) as provider:
-                _diagnose_runs(SignalReader(provider), diagnose_run, results, progress)
+            expected = len(training_runs(run_directories(logdir))) if progress and is_local(logdir) else 0
+            for provider in loaded_run_batches(logdir):
+                _diagnose_runs(SignalReader(provider), diagnose_run, results, expected)
         except NoRunsError:
             if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
                 raise
@@ -202,16 +204,20 @@ def _undiagnosed(run: str, errors: list[str], file_errors: list[dict[str, str]])
     }
 
 
-def _diagnose_runs(reader, diagnose_run, results: list[dict[str, Any]], progress: bool) -> None:
-    groups = reader.groups()
+def _diagnose_runs(reader, diagnose_run, results: list[dict[str, Any]], expected_runs: int) -> None:
+    """Diagnose the reader's runs not in `results` yet (a batch that failed to load is read
+    again by the fallback loader) into `results`. expected_runs: draw a progress bar of this
+    many runs in all (0: none)."""
+    done = {r["run"] for r in results}
+    groups = [group for group in reader.groups() if group.name not in done]
     # Two runs at a time: one waits on the data server while the other is diagnosed.
     with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
         diagnoses = pool.map(functools.partial(diagnose_run, reader), groups)
-        for index, (group, d) in enumerate(zip(groups, diagnoses), 1):
-            if progress:
-                done = int(30 * index / len(groups))
-                bar = f"\rdiagnosing [{'#' * done}{'.' * (30 - done)}] {index}/{len(groups)} runs"
-                print(bar, end="", file=sys.stderr, flush=True)
+        for group, d in zip(groups, diagnoses):
+            if expected_runs:
+                index = len(results) + 1
+                bar = int(30 * min(index / expected_runs, 1))
+                print(f"\rdiagnosing [{'#' * bar}{'.' * (30 - bar)}] {index} runs", end="", file=sys.stderr, flush=True)
             kinds = collections.Counter(e.kind.value for e in d.signals.events)
             results.append(
                 {

@@ -125,7 +125,9 @@ class _FloatTensorsProvider(grpc_provider.GrpcDataProvider):
 def _ndarray(tensor) -> np.ndarray:
     """make_ndarray's result (a float32 array, read-only here), the fast way where it can."""
     if tensor.dtype == types_pb2.DT_FLOAT and tensor.tensor_content:
-        return np.frombuffer(tensor.tensor_content, np.float32).reshape([d.size for d in tensor.tensor_shape.dim])
+        values = np.frombuffer(tensor.tensor_content, np.float32)
+        dims = tensor.tensor_shape.dim
+        return values if len(dims) == 1 else values.reshape([d.size for d in dims])  # vectors: most of them
     return tensor_util.make_ndarray(tensor)
 
 

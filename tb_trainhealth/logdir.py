@@ -33,6 +33,13 @@ class LogdirError(Exception):
 class NoRunsError(LogdirError):
     """TensorBoard's loader found no run (no event file, or none it could read) under the logdir."""
 
+    @classmethod
+    def under(cls, logdir: str) -> NoRunsError:
+        return cls(
+            f"no TensorBoard event files under {logdir}; record a run with "
+            'model.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])'
+        )
+
 
 class LiveLogdir:
     """Every run under `logdir`, re-read on `reload()` (new runs, new data in growing runs).
@@ -122,9 +129,10 @@ def unreadable_directories(logdir: str) -> list[tuple[str, str]]:
 
 
 def _require_runs(provider: tb_provider.DataProvider, logdir: str) -> tb_provider.DataProvider:
-    if not provider.list_runs(tb_context.RequestContext(), experiment_id=""):
-        raise NoRunsError(
-            f"no TensorBoard event files under {logdir}; record a run with "
-            'model.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])'
-        )
+    if not has_runs(provider):
+        raise NoRunsError.under(logdir)
     return provider
+
+
+def has_runs(provider: tb_provider.DataProvider) -> bool:
+    return bool(provider.list_runs(tb_context.RequestContext(), experiment_id=""))
