@@ -13,7 +13,7 @@ import enum
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -35,21 +35,35 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[str, str, Callable[[Any], Any], bool], ...]:
+    """(field name, JSON key, coercer, required) per init field of `cls`: worked out once per
+    class, not per record (a run can hold thousands of events)."""
+    hints = _hints(cls)
+    return tuple(
+        (
+            field.name,
+            json_key(field),
+            _coercer(hints[field.name]),
+            field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING,
+        )
+        for field in dataclasses.fields(cls)
+        if field.init
+    )
+
+
 def parse(cls: type[T], raw: Any) -> T:
     """`cls` from a decoded JSON object; raises Invalid when a required field is unusable."""
     if not isinstance(raw, Mapping):
         raise Invalid(f"expected an object, got {type(raw).__name__}")
-    hints = _hints(cls)
     values = {}
-    for field in dataclasses.fields(cls):
-        if not field.init:
-            continue
-        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-        value = _coerce(raw.get(json_key(field), _MISSING), hints[field.name])
+    for name, key, coerce, required in _plan(cls):
+        value = raw.get(key, _MISSING)
+        value = _MISSING if value is _MISSING else coerce(value)
         if value is not _MISSING:
-            values[field.name] = value
+            values[name] = value
         elif required:
-            raise Invalid(f"{cls.__name__}.{field.name}: missing or not a {hints[field.name]}")
+            raise Invalid(f"{cls.__name__}.{name}: missing or not a {_hints(cls)[name]}")
     return cls(**values)
 
 
@@ -80,48 +94,75 @@ def _at_default(field: dataclasses.Field, value: Any) -> bool:
     return False
 
 
-def _coerce(value: Any, hint: Any) -> Any:
-    """`value` as `hint`, or _MISSING when it is not one."""
-    if value is _MISSING:
-        return _MISSING
+@functools.cache
+def _coercer(hint: Any) -> Callable[[Any], Any]:
+    """A function taking a JSON value to `hint`, or to _MISSING when it is not one."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for option in args:
-            if option is not type(None) and (coerced := _coerce(value, option)) is not _MISSING:
-                return coerced
-        return _MISSING
+        nullable = type(None) in args
+        options = [_coercer(option) for option in args if option is not type(None)]
+
+        def union(value: Any) -> Any:
+            if value is None and nullable:
+                return None
+            for option in options:
+                if (coerced := option(value)) is not _MISSING:
+                    return coerced
+            return _MISSING
+
+        return union
     if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            return _MISSING
-        item_hint = args[0]
-        items = [_coerce(item, item_hint) for item in value]
-        return _MISSING if any(item is _MISSING for item in items) else tuple(items)
+        item = _coercer(args[0])
+
+        def sequence(value: Any) -> Any:
+            if not isinstance(value, (list, tuple)):
+                return _MISSING
+            items = tuple(item(v) for v in value)
+            return _MISSING if any(v is _MISSING for v in items) else items
+
+        return sequence
     if origin in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            return _MISSING
-        items = {key: _coerce(item, args[1]) for key, item in value.items() if isinstance(key, str)}
-        return {key: item for key, item in items.items() if item is not _MISSING}
+        item = _coercer(args[1])
+
+        def mapping(value: Any) -> Any:
+            if not isinstance(value, Mapping):
+                return _MISSING
+            items = {key: item(v) for key, v in value.items() if isinstance(key, str)}
+            return {key: v for key, v in items.items() if v is not _MISSING}
+
+        return mapping
     if hint is Any:
-        return value
+        return lambda value: value
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(value)
-        except ValueError:
-            return _MISSING
+        members = {member.value: member for member in hint}
+
+        def member(value: Any) -> Any:
+            try:
+                return members.get(value, _MISSING)
+            except TypeError:  # not hashable (a list, a dict)
+                return _MISSING
+
+        return member
     if dataclasses.is_dataclass(hint):
-        try:
-            return parse(hint, value)
-        except Invalid:
-            return _MISSING
-    if hint is bool:
-        return value if isinstance(value, bool) else _MISSING
-    if hint is int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else _MISSING
-    if hint is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if ok else _MISSING
-    if hint is str:
-        return value if isinstance(value, str) else _MISSING
-    return _MISSING
+
+        def record(value: Any) -> Any:
+            try:
+                return parse(hint, value)
+            except Invalid:
+                return _MISSING
+
+        return record
+    return _SCALARS.get(hint, lambda value: _MISSING)
+
+
+def _exact(kind: type) -> Callable[[Any], Any]:
+    """Values of `kind` itself: a bool is not an int here, though Python says it is."""
+    return lambda value: value if isinstance(value, kind) and not isinstance(value, bool) else _MISSING
+
+
+_SCALARS: dict[Any, Callable[[Any], Any]] = {
+    bool: lambda value: value if isinstance(value, bool) else _MISSING,
+    int: _exact(int),
+    float: lambda value: float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else _MISSING,
+    str: lambda value: value if isinstance(value, str) else _MISSING,
+}
