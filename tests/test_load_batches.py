@@ -6,6 +6,7 @@ import glob
 import os
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -76,6 +77,9 @@ def test_a_reader_that_stops_early_leaves_no_server_or_scratch_directory_behind(
     before = scratch()
     batches = load_batches.loaded_in_batches(five_runs, runs_per_batch=2)
     next(batches)  # the first batch is read while the second loads
+    deadline = time.monotonic() + 30
+    while len(scratch() - before) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(scratch() - before) == 2
     batches.close()
     assert scratch() == before
