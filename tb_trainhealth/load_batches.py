@@ -70,7 +70,11 @@ def linked_runs(logdir: str, runs: list[str]) -> Iterator[str]:
         for run in runs:
             source, target = os.path.join(logdir, run), os.path.join(root, run)
             os.makedirs(target, exist_ok=True)
-            for name in os.listdir(source):
+            try:
+                names = os.listdir(source)
+            except OSError:  # gone or locked since the walk: reported by the file checks
+                continue
+            for name in names:
                 path = os.path.join(source, name)
                 if event_files.is_event_file(name) and os.path.isfile(path):
                     os.symlink(os.path.abspath(path), os.path.join(target, name))
