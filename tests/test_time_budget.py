@@ -51,3 +51,37 @@ def test_the_real_clock_is_used_by_default():
     with budget.spend():
         time.sleep(0.001)
     assert not budget.allows()  # 1 ms over a millionth: ~17 minutes
+
+
+def test_a_restart_budgets_the_next_run_from_now_at_its_assumed_or_last_cost(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(time_budget, "time", clock)
+    budget = TimeBudget(share=0.01)
+    budget.restart(assumed_seconds=0.005)  # nothing ran yet: 5 ms assumed
+    assert not budget.allows()
+    clock.now += 0.5
+    assert budget.allows()  # 5 ms is 1% of 0.5 s
+    with budget.spend():
+        clock.now += 0.02
+    clock.now += 100
+    budget.restart(assumed_seconds=0.005)  # the last run's 20 ms is more than assumed
+    clock.now += 1.9
+    assert not budget.allows()
+    clock.now += 0.1
+    assert budget.allows()
+
+
+def test_a_fits_first_mid_run_diagnosis_waits_for_its_share_of_the_fit(tmp_path, monkeypatch):
+    from tb_trainhealth.callback import live_diagnosis
+    from tb_trainhealth.callback.recording import Recording
+
+    clock = FakeClock()
+    monkeypatch.setattr(time_budget, "time", clock)
+    recording = Recording(str(tmp_path / "run"), on_disk=False)
+    live = live_diagnosis.LiveDiagnosis("run", diagnose_every=200, stop_on=None, on_finding=None, verbose=False)
+    live.begin_fit()
+    clock.now += 0.2  # 200 steps of 1 ms: due by steps, not by time (5 ms is 2.5% of 0.2 s)
+    assert not live.maybe(recording, 200) and live._last_step == 0
+    clock.now += live_diagnosis.FIRST_DIAGNOSIS_SECONDS / live_diagnosis.DIAGNOSIS_TIME_SHARE
+    live.maybe(recording, 1200)
+    assert live._last_step == 1200  # diagnosed

@@ -242,6 +242,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         elif self.preflight:
             self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
         self._reads = ReadBack(self._clock, self._input, legacy)
+        self.live.begin_fit()
         atexit.register(self._finish)
 
     def _recording_started(self) -> Recording:

@@ -31,6 +31,12 @@ class TimeBudget:
         """True once the time since the last run ended is at least its cost over `share`."""
         return (time.perf_counter() - self._last_end) * self.share >= self._last_seconds
 
+    def restart(self, assumed_seconds: float) -> None:
+        """From now on: the next run waits until it fits in the share of the time from here, its
+        cost assumed to be that of the last run, or `assumed_seconds` if more (or none ran yet)."""
+        self._last_end = time.perf_counter()
+        self._last_seconds = max(self._last_seconds, assumed_seconds)
+
     @contextlib.contextmanager
     def spend(self) -> Iterator[None]:
         start = time.perf_counter()
