@@ -363,6 +363,28 @@ def test_a_fit_traces_the_step_once_and_a_second_fit_not_at_all(tmp_path, traces
     assert np.isfinite(runs["b"].layer_series[sig.LAYER_WEIGHT_NORM].values[0]).all()  # first row of a fit: norms
 
 
+def test_a_fresh_model_with_compiled_metrics_is_traced_once_with_keras_own_metrics(tmp_path, traces):
+    """Keras alone traces a fresh model's step twice when it has compiled metrics (the first trace
+    creates their variables); the callback has Keras build them from the first batch before the
+    step: one trace, and the same metrics with the same values."""
+
+    def with_metrics() -> keras.Model:
+        model = tiny_model()
+        model.compile(keras.optimizers.Adam(1e-2), model.loss, metrics=["accuracy"])
+        return model
+
+    x, y = data(96)
+    bare = with_metrics().fit(x, y, batch_size=16, epochs=2, verbose=0).history
+    assert traces["n"] == 2
+    traces["n"] = 0
+    callback = HealthCallback(str(tmp_path / "r"), verbose=False)
+    health = with_metrics().fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[callback]).history
+    assert traces["n"] == 1
+    assert set(health) == set(bare) == {"loss", "accuracy"}
+    for key in bare:
+        np.testing.assert_allclose(health[key], bare[key], rtol=1e-6)
+
+
 def test_compiling_again_gives_a_fresh_instrumented_step(tmp_path):
     """After compile (here: a different loss) the recorded loss is the new loss, not the old step's."""
     x, y = data(64)

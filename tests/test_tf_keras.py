@@ -206,3 +206,39 @@ def test_multi_worker_hang_on_one_worker_is_recorded_by_that_worker(tmp_path):
     assert any(stall.step == 2 and stall.phase == "input" for stall in stalls), stalls
     assert any(e.kind == "stall" for e in runs["run"].events)
     assert runs["run"].get(sig.GRAD_NORM) is not None and len(runs["run"].get(sig.GRAD_NORM)) == 6
+
+
+TRACES = """
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf
+from tb_trainhealth import HealthCallback
+keras = tf.keras
+x = np.random.default_rng(0).normal(size=(96, 6)).astype("float32")
+y = (x[:, 0] > 0).astype("int32")
+out = {}
+for name, callbacks in (("bare", []), ("health", [HealthCallback(sys.argv[1], verbose=False)])):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    step, count = model.train_step, [0]
+    def counting(data, step=step, count=count):
+        count[0] += 1
+        return step(data)
+    model.train_step = counting
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=callbacks).history
+    out[name] = {"traces": count[0], "history": history}
+print(json.dumps(out))
+"""
+
+
+def test_tf_keras_fresh_model_with_compiled_metrics_is_traced_once_with_the_same_metrics(tmp_path):
+    """tf_keras alone traces a fresh model's step twice (its first trace creates the compiled
+    metrics' variables); with the callback they are built before it: one trace, same values."""
+    proc = run_python("-c", TRACES, str(tmp_path / "run"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["bare"]["traces"] == 2 and out["health"]["traces"] == 1
+    assert set(out["health"]["history"]) == set(out["bare"]["history"]) == {"loss", "accuracy"}
+    for key, values in out["bare"]["history"].items():
+        np.testing.assert_allclose(out["health"]["history"][key], values, rtol=1e-6)

@@ -3,9 +3,9 @@
 A `tf.function` that creates variables on its first call is traced a second time, and the step
 probe's ops with it. Keras' standard `train_step` creates the optimizer's variables inside the
 first step (both Keras 3 and tf_keras), and tf_keras builds a model given no input shape only
-there. Each helper does that work first, exactly as the step would, or leaves it to the step.
-(Compiled metrics still create theirs in the first step: then Keras traces it twice, with or
-without the callback.)
+there, and both build the compiled loss and metrics there. Each helper does that work first,
+exactly as the step would, or leaves it to the step. With all of it done first, a fresh model's
+step is traced once, where Keras alone traces it twice.
 """
 
 from __future__ import annotations
@@ -30,14 +30,64 @@ def build_optimizer(model: keras.Model) -> None:
     is traced once. Only for Keras' own `train_step`: a custom one may give this optimizer
     only some of the variables."""
     optimizer = getattr(model, "optimizer", None)
-    standard = getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
-    if optimizer is None or getattr(optimizer, "built", True) or not standard or not fully_built(model):
+    if optimizer is None or getattr(optimizer, "built", True) or not _standard_keras_3(model) or not fully_built(model):
         return
     try:
         with model.distribute_strategy.scope():
             optimizer.build(model.trainable_variables)
     except Exception:  # Keras builds it in the step as usual
         logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
+
+
+def build_compiled_metrics(model: keras.Model, batch: Any) -> None:
+    """Keras 3: build the compiled loss and metrics from the first batch's shapes and dtypes,
+    before the first traced step, with Keras' own `_symbolic_build` (what its `fit` does first
+    under a distribution strategy; on one device it leaves that to the first trace, which then
+    creates their variables and is traced again). Only for Keras' own `train_step` on one
+    device; anything unexpected leaves it to the step, as before."""
+    compiled = [getattr(model, name, None) for name in ("_compile_metrics", "_compile_loss")]
+    unbuilt = any(part is not None and not part.built for part in compiled)
+    if not unbuilt or not _standard_keras_3(model) or getattr(model, "_distribute_strategy", None) is not None:
+        return
+    if not fully_built(model):
+        return
+    try:
+        model._symbolic_build(data_batch=batch)
+    except Exception:  # Keras builds them in the step as usual
+        logger.debug("tb-trainhealth: could not build the compiled metrics before the first step", exc_info=True)
+
+
+def build_tf_keras_compiled_metrics(model: Any, adapter: Any) -> None:
+    """tf_keras: build the compiled loss and metrics before the first traced step, from the
+    model's output and the fit's target spec, as the step's first `update_state` would (it
+    creates the metrics' variables, and the step is traced again). Only for tf_keras' own
+    `train_step`, one device, one output and one target tensor."""
+    loss, metrics = getattr(model, "compiled_loss", None), getattr(model, "compiled_metrics", None)
+    if loss is None or metrics is None or (loss.built and metrics.built) or adapter is None:
+        return
+    if not _standard_tf_keras(model) or tf.distribute.has_strategy() or not fully_built(model):
+        return
+    try:
+        outputs = model.outputs
+        spec = adapter.get_dataset().element_spec
+        target = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
+        if len(outputs) != 1 or not isinstance(target, tf.TensorSpec):
+            return
+        if not loss.built:
+            loss.build(outputs[0])
+        if not metrics.built:
+            metrics.build(outputs[0], target)
+    except Exception:  # tf_keras builds them in the step as usual
+        logger.debug("tb-trainhealth: could not build the compiled metrics before the first step", exc_info=True)
+
+
+def _standard_keras_3(model: Any) -> bool:
+    return getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
+
+
+def _standard_tf_keras(model: Any) -> bool:
+    train_step = type(model).train_step
+    return train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
 
 
 def fully_built(model: keras.Model) -> bool:
@@ -52,9 +102,12 @@ def build_tf_keras_optimizer(model: Any) -> None:
     as `build_optimizer` does for Keras 3, the step is traced once. Only for tf_keras' own
     `train_step` (a custom one may hand this optimizer only some of the variables)."""
     optimizer = getattr(model, "optimizer", None)
-    train_step = type(model).train_step
-    standard = train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
-    if optimizer is None or getattr(optimizer, "_built", False) or not standard or not fully_built(model):
+    if (
+        optimizer is None
+        or getattr(optimizer, "_built", False)
+        or not _standard_tf_keras(model)
+        or not fully_built(model)
+    ):
         return
     try:
         with model.distribute_strategy.scope():

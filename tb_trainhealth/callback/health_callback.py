@@ -11,6 +11,7 @@ step), `StepClock` (step time, memory), `ReadBack` (when rows come back to the h
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -20,7 +21,11 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback import crash_guard, fit_context
-from tb_trainhealth.callback.build_up_front import build_from_input
+from tb_trainhealth.callback.build_up_front import (
+    build_compiled_metrics,
+    build_from_input,
+    build_tf_keras_compiled_metrics,
+)
 from tb_trainhealth.callback.fit_checks import FitChecks
 from tb_trainhealth.callback.input_probe import InputProbe, TfKerasInputProbe
 from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
@@ -229,6 +234,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         adapter = quietly(training_data_adapter)
         if legacy:
             build_from_input(model, adapter)
+            build_tf_keras_compiled_metrics(model, adapter)
+        else:  # from the first batch, fetched on the host before its step (no batch: as before)
+            self._input.before_first_step = functools.partial(build_compiled_metrics, model)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
         self._fit_callbacks = [c for c in quietly(fit_context.fit_callbacks) or [] if c is not self]

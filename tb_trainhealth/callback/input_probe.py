@@ -33,10 +33,18 @@ from tb_trainhealth.callback.row_buffer import RowBuffer
 class TimedBatches:
     """A one-batch-at-a-time view of a tf.data (or distributed) iterator that times each fetch."""
 
-    def __init__(self, iterator: Any, waits_ms: list[float], inspect: Callable[[Any], None] | None = None):
+    def __init__(
+        self,
+        iterator: Any,
+        waits_ms: list[float],
+        inspect: Callable[[Any], None] | None = None,
+        before_step: Callable[[Any], None] | None = None,
+    ):
+        """before_step: called once, with the first batch, before its step runs."""
         self._iterator = iterator
         self._waits_ms = waits_ms
         self._inspect = inspect
+        self._before_step = before_step
 
     def __iter__(self) -> TimedBatches:
         return self
@@ -49,6 +57,9 @@ class TimedBatches:
         self._waits_ms.append((time.perf_counter() - start) * 1000.0)
         if self._inspect is not None:
             self._inspect(batch)  # before the step runs: a batch that crashes it is still seen
+        if self._before_step is not None:
+            before_step, self._before_step = self._before_step, None
+            before_step(batch)
         return batch
 
 
@@ -72,12 +83,15 @@ class InputProbe:
         self.waits_ms: list[float] = []
         # Called with the first batches on the host (first-batch lint), until set to None.
         self.inspect: Callable[[Any], None] | None = None
+        # Called once, with the fit's first batch, before its step is traced and run.
+        self.before_first_step: Callable[[Any], None] | None = None
         self._held: Any = None
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         if self.enabled and isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             self._hold(iterator)
-            return train_function(TimedBatches(iterator, self.waits_ms, self.inspect))
+            before_step, self.before_first_step = self.before_first_step, None
+            return train_function(TimedBatches(iterator, self.waits_ms, self.inspect, before_step))
         return train_function(iterator)
 
     def _hold(self, iterator: Any) -> None:
