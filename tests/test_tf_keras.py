@@ -55,9 +55,11 @@ def test_tf_keras_healthy_run_records_every_probe_and_stays_quiet(tmp_path):
     assert all(Severity.parse(f["severity"]) < Severity.WARNING for f in found), found
 
 
-def test_tf_keras_model_built_only_in_its_first_step_is_probed(tmp_path):
-    """A Sequential without an input shape has no variables at `on_train_begin` on tf_keras."""
-    proc = run_python(SINGLE, str(tmp_path / "run"), "unbuilt")
+@pytest.mark.parametrize("mode", ["unbuilt", "unbuilt_dict"])
+def test_tf_keras_model_built_only_in_its_first_step_is_probed(tmp_path, mode):
+    """A Sequential without an input shape, or a subclassed model of a dict of inputs, has no
+    variables at `on_train_begin` on tf_keras."""
+    proc = run_python(SINGLE, str(tmp_path / "run"), mode)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "probe disabled" not in proc.stderr, proc.stderr[-3000:]
     steps = json.loads(proc.stdout.strip().splitlines()[-1])["steps"]

@@ -1,11 +1,12 @@
 """A small tf_keras (legacy Keras 2) training run with HealthCallback, for tests: the Keras is
 chosen by `TF_USE_LEGACY_KERAS=1` before TensorFlow starts, so this runs in its own process.
 
-Usage: python tests/tf_keras_training.py LOG_DIR [clean|nan|unbuilt]
+Usage: python tests/tf_keras_training.py LOG_DIR [clean|nan|unbuilt|unbuilt_dict]
   clean: `model.fit(..., callbacks=[HealthCallback(..., preflight=True)])` on a tf.data
          pipeline, then `tb_trainhealth.preflight` (Keras 3 only: its error is printed);
   nan:   `tb_trainhealth.fit` on arrays holding one NaN input (row NAN_ROW, step NAN_STEP);
-  unbuilt: clean, on a Sequential given no input shape (no variables before the first step).
+  unbuilt: clean, on a Sequential given no input shape (no variables before the first step);
+  unbuilt_dict: the same on a subclassed model of a dict of two inputs.
 Prints, as its last line, JSON: the single-device reference's per-step gradient norm and loss
 (clean; empty for nan).
 """
@@ -38,6 +39,18 @@ def model(input_shape: bool = True) -> keras.Model:
     return keras.Sequential([keras.Input((6,)), *layers] if input_shape else layers)
 
 
+class TwoInputs(keras.Model):
+    """A subclassed model of a dict of two inputs: tf_keras builds it only inside its first step."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(16, activation="relu")
+        self.out = keras.layers.Dense(3, activation="softmax")
+
+    def call(self, inputs):
+        return self.out(self.hidden(tf.concat([inputs["a"], inputs["b"]], axis=-1)))
+
+
 def data(nan: bool) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH * STEPS, 6)).astype("float32")
@@ -62,6 +75,13 @@ def main(log_dir: str, mode: str = "clean") -> None:
     x, y = data(mode == "nan")
     net = model(input_shape=mode != "unbuilt")
     net.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy())
+    if mode == "unbuilt_dict":
+        two = TwoInputs()
+        two.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy())
+        inputs = {"a": x[:, :3], "b": x[:, 3:]}
+        two.fit(inputs, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[HealthCallback(log_dir)])
+        print(json.dumps({"steps": STEPS}))
+        return
     if mode == "unbuilt":
         net.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[HealthCallback(log_dir)])
         print(json.dumps({"steps": STEPS}))

@@ -120,17 +120,20 @@ def build_tf_keras_optimizer(model: Any) -> None:
 
 
 def build_from_input(model: Any, adapter: Any) -> None:
-    """Build a model that has no variables yet (a Sequential without an input shape) from the
-    fit's input spec, as its first step would. tf_keras builds it only inside that step, after
-    `on_train_begin`, so the probe could not lay out its layers; Keras 3's `fit` builds it first.
-    Only for one input tensor; otherwise the probe says it is off, as before."""
+    """Build a model that has no variables yet (a Sequential without an input shape, a subclassed
+    model) from the fit's input spec, as its first step would: one input tensor, or a dict or
+    list of them. tf_keras builds it only inside that step, after `on_train_begin`, so the probe
+    could not lay out its layers; Keras 3's `fit` builds it first. Inputs of any other kind are
+    left to the step (the probe then says it is off, as before)."""
     if model.built or adapter is None:
         return
     try:
         spec = adapter.get_dataset().element_spec
         inputs = spec[0] if isinstance(spec, tuple) else spec
-        if isinstance(inputs, tf.TensorSpec):
+        flat = tf.nest.flatten(inputs)
+        if flat and all(isinstance(one, tf.TensorSpec) for one in flat):
+            shapes = tf.nest.map_structure(lambda one: one.shape, inputs)
             with model.distribute_strategy.scope():
-                model.build(inputs.shape)
+                model.build(list(shapes) if isinstance(shapes, tuple) else shapes)
     except Exception:  # tf_keras builds it in the first step as usual
         logger.debug("tb-trainhealth: could not build the model before the first step", exc_info=True)
