@@ -83,9 +83,10 @@ def linked_runs(logdir: str, runs: list[str]) -> Iterator[str]:
 
 def loaded_run_batches(logdir: str) -> Iterator[tb_provider.DataProvider]:
     """Every run under `logdir` for one pass over them: a batch at a time through the data
-    server (`loaded_in_batches`) where it runs, else all at once in this process (remote
-    logdirs, no data server: the runs of a batch that failed to load come again then, so
-    skip those already read). Raises NoRunsError when no loader lists a run."""
+    server (`loaded_in_batches`) where it runs, else all at once with `logdir.loaded_logdir`
+    (remote logdirs, no data server, runs that cannot be linked; after a batch failed to load,
+    runs already yielded come again: skip those already read). Raises NoRunsError when no
+    loader lists a run."""
     listed = False
     if is_local(logdir):
         try:
@@ -105,7 +106,8 @@ def loaded_run_batches(logdir: str) -> Iterator[tb_provider.DataProvider]:
 def loaded_in_batches(logdir: str, runs_per_batch: int | None = None) -> Iterator[tb_provider.DataProvider]:
     """A DataProvider per batch of training runs under a local `logdir`, each loaded in full by
     a data server of its own and valid until the next is asked for; the next batch loads
-    meanwhile. Raises DataServerUnavailable (before any batch) where the server cannot run."""
+    meanwhile. Raises DataServerUnavailable where a batch cannot be loaded (no server for this
+    platform: at the first; a server that died: at any)."""
     work = batches(training_runs(run_directories(logdir)), runs_per_batch or RUNS_PER_BATCH)
     loads: list[concurrent.futures.Future] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-trainhealth-load") as loader:
@@ -130,6 +132,9 @@ def _load(logdir: str, runs: list[str]) -> _ProviderStack:
     try:
         root = stack.enter_context(linked_runs(logdir, runs))
         provider = stack.enter_context(data_server.loaded_once(root, SAMPLES_PER_PLUGIN))
+    except OSError as err:  # no symlinks (Windows without developer mode), no scratch space
+        stack.close()
+        raise data_server.DataServerUnavailable(f"cannot link the runs for the data server: {err}") from err
     except BaseException:
         stack.close()
         raise

@@ -98,3 +98,15 @@ def test_a_logdir_without_runs_says_so(tmp_path):
     (tmp_path / "nothing").mkdir()
     with pytest.raises(NoRunsError, match="no TensorBoard event files"):
         list(load_batches.loaded_run_batches(str(tmp_path)))
+
+
+def test_runs_that_cannot_be_linked_are_read_without_the_data_server(five_runs, monkeypatch):
+    """No symlinks (Windows without developer mode), no scratch space: the whole logdir is read
+    the other way, as when there is no data server."""
+
+    def no_symlinks(*args, **kwargs):
+        raise OSError(1314, "A required privilege is not held by the client")
+
+    whole = cli.diagnose_logdir(five_runs)
+    monkeypatch.setattr(load_batches.os, "symlink", no_symlinks)
+    assert cli.diagnose_logdir(five_runs) == whole

@@ -107,16 +107,18 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
     np.testing.assert_array_equal(by_step[6][tags.TAG_LAYER_WEIGHT_NORM][1], [4.0, 5.0])
 
 
-def test_plain_scalars_are_thinned_after_the_first_steps_but_sparse_ones_never(tmp_path):
+def test_plain_scalars_are_thinned_after_the_first_steps_but_not_nan_the_newest_or_sparse_ones(tmp_path):
     from tb_trainhealth.callback.health_writer import HealthWriter
 
     writer = HealthWriter(str(tmp_path))
     steps = np.arange(tags.SCALARS_DENSE_STEPS - 4, tags.SCALARS_DENSE_STEPS + 26)
     lr = np.full(len(steps), np.nan)
     lr[[0, 7]] = [0.1, 0.2]  # a change on step 1003: not a multiple of SCALARS_EVERY
+    loss = np.linspace(1, 2, len(steps))
+    loss[17] = np.nan  # step 1013
     writer.write_rows(
         steps,
-        {tags.TAG_LOSS: np.linspace(1, 2, len(steps)), tags.TAG_GRAD_NORM: np.ones(len(steps))},
+        {tags.TAG_LOSS: loss, tags.TAG_GRAD_NORM: np.ones(len(steps))},
         {tags.TAG_LEARNING_RATE: lr},
         np.ones((len(steps), 2), np.float32),
         np.full((len(steps), 2), np.nan, np.float32),
@@ -131,5 +133,5 @@ def test_plain_scalars_are_thinned_after_the_first_steps_but_sparse_ones_never(t
             by_tag.setdefault(value.tag, []).append(event.step)
     assert by_tag[tags.TAG_ROW] == steps.tolist()  # ours: every step
     dense = tags.SCALARS_DENSE_STEPS
-    assert by_tag["step/loss"] == [*range(dense - 4, dense + 1), dense + 10, dense + 20]
+    assert by_tag["step/loss"] == [*range(dense - 4, dense + 1), dense + 10, dense + 13, dense + 20, dense + 25]
     assert by_tag["step/learning_rate"] == [dense - 4, dense + 3]

@@ -45,14 +45,13 @@ def build_compiled_metrics(model: keras.Model, batch: Any) -> None:
     under a distribution strategy; on one device it leaves that to the first trace, which then
     creates their variables and is traced again). Only for Keras' own `train_step` on one
     device; anything unexpected leaves it to the step, as before."""
-    compiled = [getattr(model, name, None) for name in ("_compile_metrics", "_compile_loss")]
-    unbuilt = any(part is not None and not part.built for part in compiled)
-    if not unbuilt or not _standard_keras_3(model) or getattr(model, "_distribute_strategy", None) is not None:
-        return
-    if not fully_built(model):
-        return
-    try:
-        model._symbolic_build(data_batch=batch)
+    try:  # (runs inside the user's train function: nothing may escape)
+        compiled = [getattr(model, name, None) for name in ("_compile_metrics", "_compile_loss")]
+        unbuilt = any(part is not None and not part.built for part in compiled)
+        if not unbuilt or not _standard_keras_3(model) or getattr(model, "_distribute_strategy", None) is not None:
+            return
+        if fully_built(model):
+            model._symbolic_build(data_batch=batch)
     except Exception:  # Keras builds them in the step as usual
         logger.debug("tb-trainhealth: could not build the compiled metrics before the first step", exc_info=True)
 

@@ -138,7 +138,7 @@ class HealthWriter:
             if tag not in in_row:
                 specs.append((tag, _SCALAR_METADATA, (), values, present))
             if plain and tag in plain:
-                shown = tags.plain_scalar_steps(steps) if present is None else present
+                shown = tags.plain_scalar_steps(steps, values) if present is None else present
                 specs.append((plain[tag], _PLAIN_SCALAR_METADATA, (), values, shown))
         layers = (np.shape(layer_grad_norm)[1],)
         specs.append((tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, np.array(layer_grad_norm, np.float32), None))

@@ -23,8 +23,8 @@ SCHEMA_VERSION = 2
 
 TAG_PREFIX = "health/"
 
-# Per-step scalars (rank-0 float32, data class SCALAR). Since schema 2 the first four are
-# written as the columns of TAG_ROW; readers still read them as scalars from older logs.
+# Per-step scalars (rank-0 float32, data class SCALAR). Since schema 2 those in ROW_COLUMNS
+# are written as the columns of TAG_ROW; readers still read them as scalars from older logs.
 TAG_LOSS = "health/loss"
 TAG_GRAD_NORM = "health/grad_norm"
 TAG_LEARNING_RATE = "health/learning_rate"
@@ -72,8 +72,9 @@ TAG_PREFLIGHT = "health/preflight"
 # Readers never read them (ours above hold the same values): no name here is one that
 # `series.TRAIN_LOSS_TAGS` maps, so they are never taken for a loss curve of their own.
 # Per-step values are written on every step up to SCALARS_DENSE_STEPS, then on every
-# SCALARS_EVERY-th: those dashboards keep 1000 points a series, and values no one sees cost
-# every reader of the logdir a load (2 of the 4 values a step a long run would hold).
+# SCALARS_EVERY-th, and always where non-finite and on the last step written: those dashboards
+# keep 1000 points a series, and values no one sees cost every reader of the logdir a load
+# (2 of the 4 values a step a long run would hold).
 SCALARS_PLUGIN_NAME = "scalars"
 SCALARS_STEP_TAGS = {
     TAG_LOSS: "step/loss",
@@ -94,9 +95,14 @@ class SchemaTooNewError(SchemaError):
     """The log was written by a newer tb-trainhealth than this reader."""
 
 
-def plain_scalar_steps(steps):
-    """Which of `steps` (a numpy array) get their per-step values as plain scalars too."""
-    return (steps <= SCALARS_DENSE_STEPS) | (steps % SCALARS_EVERY == 0)
+def plain_scalar_steps(steps, values=None):
+    """Which of `steps` (a numpy array, ascending) get their per-step `values` as plain scalars
+    too: a NaN and the newest value are never thinned away (a run that ends in NaN shows it)."""
+    shown = (steps <= SCALARS_DENSE_STEPS) | (steps % SCALARS_EVERY == 0)
+    if values is not None and len(shown):
+        shown = shown | (values != values) | (abs(values) == float("inf"))  # (no numpy here)
+        shown[-1] = True
+    return shown
 
 
 def epoch_tag(log_key: str) -> str:
