@@ -117,17 +117,18 @@ def loaded_in_batches(logdir: str, runs_per_batch: int | None = None) -> Iterato
                     loads.append(loader.submit(_load, logdir, runs))
                 if index + 1 < len(work):
                     loads.append(loader.submit(_load, logdir, work[index + 1]))
-                with loads[index].result() as provider:
+                stack, provider = loads[index].result()
+                with stack:
                     yield provider
         finally:
             for load in loads:  # loaded ahead but not read (the caller stopped early): stopped here
                 with contextlib.suppress(Exception):
                     if not load.cancel():
-                        load.result().close()
+                        load.result()[0].close()  # (closing a closed stack does nothing)
 
 
-def _load(logdir: str, runs: list[str]) -> _ProviderStack:
-    """On the loader thread: `runs` linked and loaded; the returned stack's context is the provider."""
+def _load(logdir: str, runs: list[str]) -> tuple[contextlib.ExitStack, tb_provider.DataProvider]:
+    """On the loader thread: `runs` linked and loaded; closing the stack stops their server."""
     stack = contextlib.ExitStack()
     try:
         root = stack.enter_context(linked_runs(logdir, runs))
@@ -138,16 +139,4 @@ def _load(logdir: str, runs: list[str]) -> _ProviderStack:
     except BaseException:
         stack.close()
         raise
-    return _ProviderStack(stack, provider)
-
-
-class _ProviderStack(contextlib.ExitStack):
-    """An ExitStack whose `with` gives the provider it holds; closing it twice does nothing."""
-
-    def __init__(self, stack: contextlib.ExitStack, provider: tb_provider.DataProvider):
-        super().__init__()
-        self.push(stack)
-        self.provider = provider
-
-    def __enter__(self) -> tb_provider.DataProvider:
-        return self.provider
+    return stack, provider

@@ -190,7 +190,7 @@ class SignalReader:
             for tag, points in self._read_scalars(tags.PLUGIN_NAME, run_name, scalar_tags, ctx).items()
         }
         tensors = self._read_tensors(tags.PLUGIN_NAME, self._ours_tensors, run_name, ctx)
-        for tag, row_columns in _row_columns(tensors.get(tags.TAG_ROW, [])).items():
+        for tag, row_columns in _split_rows(tensors.get(tags.TAG_ROW, [])).items():
             # Schema 1 fits (scalars) and schema 2 ones (rows) in one run directory: both.
             columns[tag] = tuple(map(np.concatenate, zip(columns[tag], row_columns))) if tag in columns else row_columns
         for tag, (steps, values, point_walls) in columns.items():
@@ -271,11 +271,11 @@ def _scalar_columns(points: list) -> Columns:
     return steps, values, np.fromiter((p.wall_time for p in points), np.float64, len(points))
 
 
-def _row_columns(points: list) -> dict[str, Columns]:
+def _split_rows(points: list) -> dict[str, Columns]:
     """The `tags.TAG_ROW` vectors by column tag (`tags.ROW_COLUMNS`; a row of 3 has no loss);
     step time and input wait only where they were measured."""
     columns: dict[str, list[Columns]] = {}
-    for names in (tags.ROW_COLUMNS, tags.ROW_COLUMNS[1:]):
+    for names in (tags.ROW_COLUMNS, tags.ROW_COLUMNS_WITHOUT_LOSS):
         rows = [p for p in points if np.size(p.numpy) == len(names)]
         if not rows:
             continue

@@ -68,8 +68,7 @@ def build_tf_keras_compiled_metrics(model: Any, adapter: Any) -> None:
         return
     try:
         outputs = model.outputs
-        spec = adapter.get_dataset().element_spec
-        target = spec[1] if isinstance(spec, tuple) and len(spec) > 1 else None
+        target = _fit_spec(adapter)[1]
         if len(outputs) != 1 or not isinstance(target, tf.TensorSpec):
             return
         if not loss.built:
@@ -127,8 +126,7 @@ def build_from_input(model: Any, adapter: Any) -> None:
     if model.built or adapter is None:
         return
     try:
-        spec = adapter.get_dataset().element_spec
-        inputs = spec[0] if isinstance(spec, tuple) else spec
+        inputs = _fit_spec(adapter)[0]
         flat = tf.nest.flatten(inputs)
         if flat and all(isinstance(one, tf.TensorSpec) for one in flat):
             shapes = tf.nest.map_structure(lambda one: one.shape, inputs)
@@ -136,3 +134,11 @@ def build_from_input(model: Any, adapter: Any) -> None:
                 model.build(list(shapes) if isinstance(shapes, tuple) else shapes)
     except Exception:  # tf_keras builds it in the first step as usual
         logger.debug("tb-trainhealth: could not build the model before the first step", exc_info=True)
+
+
+def _fit_spec(adapter: Any) -> tuple[Any, Any]:
+    """(inputs, target or None) of a tf_keras fit's batches, as `tf.TypeSpec`s."""
+    spec = adapter.get_dataset().element_spec
+    if not isinstance(spec, tuple):
+        return spec, None
+    return spec[0], spec[1] if len(spec) > 1 else None

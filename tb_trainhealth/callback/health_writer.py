@@ -122,12 +122,12 @@ class HealthWriter:
         vector (`tags.TAG_ROW`), other `dense` tags and the per-layer gradient norms on every
         row, other `sparse` ones where finite, per-layer weight norms on `weight_rows`.
         plain: {our tag: plain scalar tag} of the columns also written for TensorBoard's
-        Scalars dashboard (same values; dense ones on `tags.plain_scalar_steps`)."""
+        Scalars dashboard (same values; dense ones thinned: `_thinned`)."""
         steps = np.array(steps, np.int64)
         # (tag, metadata, shape, values, rows present or None for all), copies taken now: the
         # caller may reuse its arrays while the write waits in the queue.
         specs = []
-        in_row = _row_columns(dense)
+        in_row = _row_layout(dense)
         if in_row:
             values_of, unknown = {**dense, **sparse}, np.full(len(steps), np.nan)
             row = np.stack([values_of.get(tag, unknown) for tag in in_row], axis=1).astype(np.float32)
@@ -138,7 +138,7 @@ class HealthWriter:
             if tag not in in_row:
                 specs.append((tag, _SCALAR_METADATA, (), values, present))
             if plain and tag in plain:
-                shown = tags.plain_scalar_steps(steps, values) if present is None else present
+                shown = _thinned(steps, values) if present is None else present
                 specs.append((plain[tag], _PLAIN_SCALAR_METADATA, (), values, shown))
         layers = (np.shape(layer_grad_norm)[1],)
         specs.append((tags.TAG_LAYER_GRAD_NORM, _TENSOR_METADATA, layers, np.array(layer_grad_norm, np.float32), None))
@@ -211,12 +211,20 @@ class HealthWriter:
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
 
 
-def _row_columns(dense: dict[str, np.ndarray]) -> tuple[str, ...]:
+def _row_layout(dense: dict[str, np.ndarray]) -> tuple[str, ...]:
     """The `tags.TAG_ROW` columns of these rows: all, or all but the loss where it was not
     captured; none without a gradient norm (then every value is a scalar of its own)."""
     if tags.TAG_GRAD_NORM not in dense:
         return ()
-    return tags.ROW_COLUMNS if tags.TAG_LOSS in dense else tags.ROW_COLUMNS[1:]
+    return tags.ROW_COLUMNS if tags.TAG_LOSS in dense else tags.ROW_COLUMNS_WITHOUT_LOSS
+
+
+def _thinned(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The rows whose dense value also goes to TensorBoard's Scalars tab: its schedule
+    (`tags.plain_scalar_steps`), every NaN/Inf and the window's newest (a run that ends in NaN shows it)."""
+    shown = tags.plain_scalar_steps(steps) | ~np.isfinite(values)
+    shown[-1:] = True
+    return shown
 
 
 @functools.lru_cache(maxsize=512)

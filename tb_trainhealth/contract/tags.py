@@ -45,10 +45,11 @@ EPOCH_TAG_PREFIX = "health/epoch/"
 
 # One float32 vector a step (data class TENSOR) holding the step's ROW_COLUMNS: TensorBoard's
 # loaders pay per value, not per byte, so one value a step instead of four loads a long run
-# ~40% faster. A row of 3 is a step whose loss the probe could not capture (ROW_COLUMNS[1:]).
+# ~40% faster. A row of 3 is a step whose loss the probe could not capture (ROW_COLUMNS_WITHOUT_LOSS).
 # Step time and input wait are NaN where they were not measured; a NaN loss or gradient norm is real.
 TAG_ROW = "health/row"
 ROW_COLUMNS = (TAG_LOSS, TAG_GRAD_NORM, TAG_STEP_TIME_MS, TAG_INPUT_WAIT_MS)
+ROW_COLUMNS_WITHOUT_LOSS = ROW_COLUMNS[1:]
 ROW_MEASURED_COLUMNS = (TAG_STEP_TIME_MS, TAG_INPUT_WAIT_MS)  # NaN: not measured on that step
 
 # Per-step vectors, one value per layer (rank-1 float32, data class TENSOR).
@@ -72,7 +73,7 @@ TAG_PREFLIGHT = "health/preflight"
 # Readers never read them (ours above hold the same values): no name here is one that
 # `series.TRAIN_LOSS_TAGS` maps, so they are never taken for a loss curve of their own.
 # Per-step values are written on every step up to SCALARS_DENSE_STEPS, then on every
-# SCALARS_EVERY-th, and always where non-finite and on the last step written: those dashboards
+# SCALARS_EVERY-th (the writer keeps non-finite ones and a window's newest too): those dashboards
 # keep 1000 points a series, and values no one sees cost every reader of the logdir a load
 # (2 of the 4 values a step a long run would hold).
 SCALARS_PLUGIN_NAME = "scalars"
@@ -95,14 +96,9 @@ class SchemaTooNewError(SchemaError):
     """The log was written by a newer tb-trainhealth than this reader."""
 
 
-def plain_scalar_steps(steps, values=None):
-    """Which of `steps` (a numpy array, ascending) get their per-step `values` as plain scalars
-    too: a NaN and the newest value are never thinned away (a run that ends in NaN shows it)."""
-    shown = (steps <= SCALARS_DENSE_STEPS) | (steps % SCALARS_EVERY == 0)
-    if values is not None and len(shown):
-        shown = shown | (values != values) | (abs(values) == float("inf"))  # (no numpy here)
-        shown[-1] = True
-    return shown
+def plain_scalar_steps(steps):
+    """Which of `steps` (a step, or a numpy array of them) get their per-step values as plain scalars too."""
+    return (steps <= SCALARS_DENSE_STEPS) | (steps % SCALARS_EVERY == 0)
 
 
 def epoch_tag(log_key: str) -> str:
