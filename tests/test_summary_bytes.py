@@ -80,9 +80,10 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
         steps,
         {tags.TAG_LOSS: np.array([0.5, 0.4, 0.3]), tags.TAG_GRAD_NORM: np.array([1.0, np.nan, 3.0])},
         {tags.TAG_LEARNING_RATE: np.array([0.01, np.nan, np.nan]), tags.TAG_STEP_TIME_MS: np.array([np.nan, 9, 8])},
-        np.ones((3, 2), np.float32),
-        weights,
-        np.array([False, True, False]),
+        {
+            tags.TAG_LAYER_GRAD_NORM: (np.ones((3, 2), np.float32), None),
+            tags.TAG_LAYER_WEIGHT_NORM: (weights, np.array([False, True, False])),
+        },
         plain={tags.TAG_LOSS: "step/loss"},
     )
     writer.close()
@@ -120,9 +121,7 @@ def test_plain_scalars_are_thinned_after_the_first_steps_but_not_nan_the_newest_
         steps,
         {tags.TAG_LOSS: loss, tags.TAG_GRAD_NORM: np.ones(len(steps))},
         {tags.TAG_LEARNING_RATE: lr},
-        np.ones((len(steps), 2), np.float32),
-        np.full((len(steps), 2), np.nan, np.float32),
-        np.zeros(len(steps), bool),
+        {tags.TAG_LAYER_GRAD_NORM: (np.ones((len(steps), 2), np.float32), None)},
         plain={tags.TAG_LOSS: "step/loss", tags.TAG_LEARNING_RATE: "step/learning_rate"},
     )
     writer.close()

@@ -53,21 +53,33 @@ def test_the_real_clock_is_used_by_default():
     assert not budget.allows()  # 1 ms over a millionth: ~17 minutes
 
 
-def test_a_restart_budgets_the_next_run_from_now_at_its_assumed_or_last_cost(monkeypatch):
+def test_a_restart_budgets_the_next_run_from_now_at_its_least_or_last_cost(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(time_budget, "time", clock)
-    budget = TimeBudget(share=0.01)
-    budget.restart(assumed_seconds=0.005)  # nothing ran yet: 5 ms assumed
+    budget = TimeBudget(share=0.01, min_seconds=0.005)
+    budget.restart()  # nothing ran yet: 5 ms assumed
     assert not budget.allows()
     clock.now += 0.5
     assert budget.allows()  # 5 ms is 1% of 0.5 s
     with budget.spend():
         clock.now += 0.02
     clock.now += 100
-    budget.restart(assumed_seconds=0.005)  # the last run's 20 ms is more than assumed
+    budget.restart()  # the last run's 20 ms is more than the least assumed
     clock.now += 1.9
     assert not budget.allows()
     clock.now += 0.1
+    assert budget.allows()
+
+
+def test_a_run_cheaper_than_the_least_cost_is_budgeted_at_the_least(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(time_budget, "time", clock)
+    budget = TimeBudget(share=0.01, min_seconds=0.005)
+    with budget.spend():
+        clock.now += 0.0005  # an early, cheap run: the next would come 50 ms later without the floor
+    clock.now += 0.1
+    assert not budget.allows()
+    clock.now += 0.4
     assert budget.allows()
 
 
@@ -82,6 +94,6 @@ def test_a_fits_first_mid_run_diagnosis_waits_for_its_share_of_the_fit(tmp_path,
     live.begin_fit()
     clock.now += 0.2  # 200 steps of 1 ms: due by steps, not by time (5 ms is 2.5% of 0.2 s)
     assert not live.maybe(recording, 200) and live._last_step == 0
-    clock.now += live_diagnosis.FIRST_DIAGNOSIS_SECONDS / live_diagnosis.DIAGNOSIS_TIME_SHARE
+    clock.now += live_diagnosis.MIN_DIAGNOSIS_SECONDS / live_diagnosis.DIAGNOSIS_TIME_SHARE
     live.maybe(recording, 1200)
     assert live._last_step == 1200  # diagnosed

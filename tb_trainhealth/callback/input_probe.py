@@ -175,8 +175,9 @@ class TfKerasInputProbe(InputProbe):
         return waits + rows.values[:, 0].tolist() if rows is not None else waits
 
 
-# Waits kept in the graph between two read-backs (the callback reads every 128 steps or less).
-WAIT_RING_SIZE = 512
+# Waits kept in the graph between two read-backs (twice `read_back.MAX_UNREAD`: the callback
+# reads every 512 steps or sooner).
+WAIT_RING_SIZE = 1024
 
 
 class GraphTimedFetch:

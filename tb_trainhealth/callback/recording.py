@@ -130,25 +130,33 @@ class Recording:
         self.memory.set_info(info)
         self._info = (step, info)
 
-    def rows(self, rows: Rows, dense: dict[str, np.ndarray], sparse: dict[str, np.ndarray]) -> None:
+    def rows(
+        self,
+        rows: Rows,
+        dense: dict[str, np.ndarray],
+        sparse: dict[str, np.ndarray],
+        sparse_layer_vectors: dict[str, tuple[np.ndarray, np.ndarray]],
+    ) -> None:
         """A window of the step probe's rows: `dense` tags on every row, `sparse` ones where
-        finite; per-layer gradient norms on every row, weight norms on the sampled rows."""
+        finite; per-layer gradient norms on every row, weight norms on the sampled rows, and
+        `sparse_layer_vectors` {tag: (rows that have one, per-layer values [rows, layers])}
+        (update ratios, non-finite counts): all of a step in its one event."""
         steps, weight_rows = rows.steps, rows.weight_rows
         plain = {tag: self._plain_step[tag] for tag in (*dense, *sparse) if tag in self._plain_step}
-        writer = self.open()
-        writer.write_rows(steps, dense, sparse, rows.layer_grad_norm, rows.layer_weight_norm, weight_rows, plain)
+        layer_vectors = {
+            tags.TAG_LAYER_GRAD_NORM: (rows.layer_grad_norm, None),
+            tags.TAG_LAYER_WEIGHT_NORM: (rows.layer_weight_norm, weight_rows),
+            **{tag: (values, present) for tag, (present, values) in sparse_layer_vectors.items()},
+        }
+        self.open().write_rows(steps, dense, sparse, layer_vectors, plain)
         for tag, values in {**dense, **sparse}.items():
             keep = np.isfinite(values) if tag in sparse else slice(None)
             self.memory.add_series(sig.OUR_SCALARS[tag], steps[keep], values[keep])
         self.memory.add_layer_series(sig.LAYER_GRAD_NORM, steps, rows.layer_grad_norm)
         self.memory.add_layer_series(sig.LAYER_WEIGHT_NORM, steps[weight_rows], rows.layer_weight_norm[weight_rows])
-
-    def vectors(self, tag: str, steps: np.ndarray, rows: np.ndarray) -> None:
-        """Per-layer vectors written on some steps only (update ratios, non-finite counts)."""
-        for step, row in zip(steps, rows):
-            self.open().write_vector(tag, int(step), row)
-        if len(steps):
-            self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps, rows)
+        for tag, (present, values) in sparse_layer_vectors.items():
+            if present.any():
+                self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps[present], values[present])
 
     def epoch(self, step: int, epoch: int, logs: dict[str, float]) -> None:
         """Keras' epoch logs (loss, metrics, validation) as `health/epoch/<key>`, and as

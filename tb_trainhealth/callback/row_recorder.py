@@ -51,29 +51,20 @@ class RowRecorder:
             tags.TAG_HOST_MEMORY_MB: memory[0],
             tags.TAG_DEVICE_MEMORY_MB: memory[1],
         }
-        self._recording.rows(rows, dense, sparse)
+        hit_rows = rows.column(COL_GRAD_NONFINITE) > 0
+        layer_vectors = {
+            tags.TAG_LAYER_UPDATE_RATIO: _update_ratios(rows),
+            tags.TAG_LAYER_GRAD_NONFINITE: (hit_rows, rows.layer_grad_nonfinite),
+        }
+        self._recording.rows(rows, dense, sparse, layer_vectors)
         self._record_nonfinite(probe, rows)
-        self._record_update_ratios(rows)
         for origin in probe.nan_origins:  # replayed inside the failing step
             step = base_step + origin.pop("row") + 1
             self._recording.event(parse(NanOriginEvent, {**origin, "step": step}))
         probe.nan_origins.clear()
 
-    def _record_update_ratios(self, rows: Rows) -> None:
-        """||dw|| / ||w|| per layer on the sampled rows (update norms are NaN on the others)."""
-        sampled = np.flatnonzero(np.isfinite(rows.layer_update_norm).any(axis=1))
-        if sampled.size == 0:
-            return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = rows.layer_update_norm[sampled] / rows.layer_weight_norm[sampled]
-        self._recording.vectors(tags.TAG_LAYER_UPDATE_RATIO, rows.steps[sampled], ratios)
-
     def _record_nonfinite(self, probe: StepProbe, rows: Rows) -> None:
         names = probe.layout.names
-        hit_rows = np.flatnonzero(rows.column(COL_GRAD_NONFINITE) > 0)
-        self._recording.vectors(
-            tags.TAG_LAYER_GRAD_NONFINITE, rows.steps[hit_rows], rows.layer_grad_nonfinite[hit_rows]
-        )
         nonfinite_layers = rows.layer_grad_nonfinite > 0
         hits = {
             "loss": ~np.isfinite(rows.column(COL_LOSS)) if probe.loss_captured else None,
@@ -99,6 +90,13 @@ class RowRecorder:
                     replicas=replicas,
                 )
             )
+
+
+def _update_ratios(rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """(the sampled rows, ||dw|| / ||w|| per layer): update norms are NaN on the other rows."""
+    sampled = np.isfinite(rows.layer_update_norm).any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sampled, rows.layer_update_norm / rows.layer_weight_norm
 
 
 def _nonfinite_counts(probe: StepProbe, rows: Rows) -> np.ndarray:

@@ -22,8 +22,13 @@ from collections.abc import Iterator
 
 
 class TimeBudget:
-    def __init__(self, share: float):
+    """`min_seconds`: what a run is assumed to cost at least. A job whose cost grows as the run
+    goes on (a diagnosis reads longer series) is cheap at first: without a floor its first, cheap
+    runs would let the next one come too soon for what it will cost."""
+
+    def __init__(self, share: float, min_seconds: float = 0.0):
         self.share = share
+        self.min_seconds = min_seconds
         self._last_end = -float("inf")
         self._last_seconds = 0.0
 
@@ -31,11 +36,11 @@ class TimeBudget:
         """True once the time since the last run ended is at least its cost over `share`."""
         return (time.perf_counter() - self._last_end) * self.share >= self._last_seconds
 
-    def restart(self, assumed_seconds: float) -> None:
+    def restart(self) -> None:
         """From now on: the next run waits until it fits in the share of the time from here, its
-        cost assumed to be that of the last run, or `assumed_seconds` if more (or none ran yet)."""
+        cost assumed to be that of the last run, or `min_seconds` if more (or none ran yet)."""
         self._last_end = time.perf_counter()
-        self._last_seconds = max(self._last_seconds, assumed_seconds)
+        self._last_seconds = max(self._last_seconds, self.min_seconds)
 
     @contextlib.contextmanager
     def spend(self) -> Iterator[None]:
@@ -44,4 +49,4 @@ class TimeBudget:
             yield
         finally:
             self._last_end = time.perf_counter()
-            self._last_seconds = self._last_end - start
+            self._last_seconds = max(self._last_end - start, self.min_seconds)
