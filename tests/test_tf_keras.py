@@ -244,3 +244,41 @@ def test_tf_keras_fresh_model_with_compiled_metrics_is_traced_once_with_the_same
     assert set(out["health"]["history"]) == set(out["bare"]["history"]) == {"loss", "accuracy"}
     for key, values in out["bare"]["history"].items():
         np.testing.assert_allclose(out["health"]["history"][key], values, rtol=1e-6)
+
+
+ACROSS_SPECS = """
+import json, os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf
+from tb_trainhealth import HealthCallback
+keras = tf.keras
+rng = np.random.default_rng(0)
+x = rng.normal(size=(96, 6)).astype("float32")
+y = (x[:, 0] > 0).astype("int32")
+fixed = tf.data.Dataset.from_tensor_slices((x, y)).batch(16, drop_remainder=True)  # batch dim 16: a new spec
+out = {}
+for name in ("bare", "timed", "untimed"):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    def callbacks(fit):
+        log_dir = os.path.join(sys.argv[1], f"{name}{fit}")
+        return [] if name == "bare" else [HealthCallback(log_dir, verbose=False, measure_input=name == "timed")]
+    losses = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=callbacks(0)).history["loss"]
+    losses += model.fit(fixed, epochs=2, verbose=0, callbacks=callbacks(1)).history["loss"]
+    losses += model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=callbacks(2)).history["loss"]
+    out[name] = {"loss": losses, "weights": [w.ravel().tolist() for w in model.get_weights()]}
+print(json.dumps(out))
+"""
+
+
+def test_tf_keras_steps_called_through_their_trace_train_as_without_the_callback(tmp_path):
+    """The callback calls tf_keras' compiled step through the trace it made (`ConcreteCall`), timed
+    or not: fits on a second input spec and back train exactly as the same fits without it."""
+    proc = run_python("-c", ACROSS_SPECS, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name in ("timed", "untimed"):
+        np.testing.assert_allclose(out[name]["loss"], out["bare"]["loss"], rtol=1e-6)
+        for got, want in zip(out[name]["weights"], out["bare"]["weights"]):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

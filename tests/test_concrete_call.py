@@ -1,0 +1,58 @@
+"""Calling a tf.function on a tf.data iterator through the trace it already made (`ConcreteCall`)."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from tb_trainhealth.callback.concrete_call import ConcreteCall
+
+
+class CountedFunction:
+    """A tf.function that counts the calls that go through it (not those of its traces)."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, 0
+
+    def __call__(self, iterator):
+        self.calls += 1
+        return self.function(iterator)
+
+    def get_concrete_function(self, iterator):
+        return self.function.get_concrete_function(iterator)
+
+
+def test_the_trace_is_called_directly_while_the_iterators_spec_stays_the_same():
+    traces = []
+
+    @tf.function
+    def batch_sum(iterator):
+        traces.append(1)
+        return tf.reduce_sum(next(iterator))
+
+    counted = CountedFunction(batch_sum)
+    step = ConcreteCall(counted)
+    integers = tf.data.Dataset.range(6).batch(2)
+    epoch = iter(integers)
+    assert [int(step(epoch)) for _ in range(3)] == [1, 5, 9]
+    assert int(step(iter(integers))) == 1  # the next epoch's iterator: same spec
+    assert counted.calls == 1 and len(traces) == 1
+
+    floats = iter(tf.data.Dataset.from_tensor_slices([[0.5, 1.5], [2.0, 3.0]]))  # another spec
+    assert [float(step(floats)), float(step(floats))] == [2.0, 5.0]
+    assert counted.calls == 2 and len(traces) == 2  # through the function once: it traced
+
+    assert int(step(iter(integers))) == 1  # back to the first spec: its trace, found by the function
+    assert counted.calls == 3 and len(traces) == 2
+
+
+def test_the_end_of_the_data_ends_the_call_as_it_would_the_functions():
+    @tf.function
+    def first(iterator):
+        return next(iterator)
+
+    step = ConcreteCall(first)
+    epoch = iter(tf.data.Dataset.range(2))
+    assert [int(step(epoch)), int(step(epoch))] == [0, 1]
+    with pytest.raises(tf.errors.OutOfRangeError):  # Keras' epoch loop ends the epoch on it
+        step(epoch)
