@@ -139,14 +139,14 @@ class Recording:
     ) -> None:
         """A window of the step probe's rows: `dense` tags on every row, `sparse` ones where
         finite; per-layer gradient norms on every row, weight norms on the sampled rows, and
-        `sparse_layer_vectors` {tag: (rows that have one, per-layer values [rows, layers])}
+        `sparse_layer_vectors` {tag: (per-layer values [rows, layers], the rows that have one)}
         (update ratios, non-finite counts): all of a step in its one event."""
         steps, weight_rows = rows.steps, rows.weight_rows
         plain = {tag: self._plain_step[tag] for tag in (*dense, *sparse) if tag in self._plain_step}
         layer_vectors = {
             tags.TAG_LAYER_GRAD_NORM: (rows.layer_grad_norm, None),
             tags.TAG_LAYER_WEIGHT_NORM: (rows.layer_weight_norm, weight_rows),
-            **{tag: (values, present) for tag, (present, values) in sparse_layer_vectors.items()},
+            **sparse_layer_vectors,
         }
         self.open().write_rows(steps, dense, sparse, layer_vectors, plain)
         for tag, values in {**dense, **sparse}.items():
@@ -154,7 +154,7 @@ class Recording:
             self.memory.add_series(sig.OUR_SCALARS[tag], steps[keep], values[keep])
         self.memory.add_layer_series(sig.LAYER_GRAD_NORM, steps, rows.layer_grad_norm)
         self.memory.add_layer_series(sig.LAYER_WEIGHT_NORM, steps[weight_rows], rows.layer_weight_norm[weight_rows])
-        for tag, (present, values) in sparse_layer_vectors.items():
+        for tag, (values, present) in sparse_layer_vectors.items():
             if present.any():
                 self.memory.add_layer_series(sig.OUR_LAYER_TENSORS[tag], steps[present], values[present])
 

@@ -54,7 +54,7 @@ class RowRecorder:
         hit_rows = rows.column(COL_GRAD_NONFINITE) > 0
         layer_vectors = {
             tags.TAG_LAYER_UPDATE_RATIO: _update_ratios(rows),
-            tags.TAG_LAYER_GRAD_NONFINITE: (hit_rows, rows.layer_grad_nonfinite),
+            tags.TAG_LAYER_GRAD_NONFINITE: (rows.layer_grad_nonfinite, hit_rows),
         }
         self._recording.rows(rows, dense, sparse, layer_vectors)
         self._record_nonfinite(probe, rows)
@@ -93,10 +93,10 @@ class RowRecorder:
 
 
 def _update_ratios(rows: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """(the sampled rows, ||dw|| / ||w|| per layer): update norms are NaN on the other rows."""
+    """(||dw|| / ||w|| per layer, the sampled rows): update norms are NaN on the other rows."""
     sampled = np.isfinite(rows.layer_update_norm).any(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return sampled, rows.layer_update_norm / rows.layer_weight_norm
+        return rows.layer_update_norm / rows.layer_weight_norm, sampled
 
 
 def _nonfinite_counts(probe: StepProbe, rows: Rows) -> np.ndarray:
