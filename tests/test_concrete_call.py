@@ -56,3 +56,21 @@ def test_the_end_of_the_data_ends_the_call_as_it_would_the_functions():
     assert [int(step(epoch)), int(step(epoch))] == [0, 1]
     with pytest.raises(tf.errors.OutOfRangeError):  # Keras' epoch loop ends the epoch on it
         step(epoch)
+
+
+def test_functions_run_eagerly_are_called_through_the_function_every_time():
+    @tf.function
+    def batch_sum(iterator):
+        return tf.reduce_sum(next(iterator))
+
+    counted = CountedFunction(batch_sum)
+    step = ConcreteCall(counted)
+    epoch = iter(tf.data.Dataset.range(8).batch(2))
+    step(epoch)
+    tf.config.run_functions_eagerly(True)
+    try:
+        assert [int(step(epoch)), int(step(epoch))] == [5, 9]
+    finally:
+        tf.config.run_functions_eagerly(False)
+    assert counted.calls == 3  # the user's eager debugging is honoured
+    assert int(step(epoch)) == 13 and counted.calls == 3

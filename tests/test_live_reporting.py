@@ -56,7 +56,7 @@ def test_a_warning_that_turns_critical_is_reported_again_and_stops_training(tmp_
     amplifier = GradientAmplifier()
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, name="first"), amplifier, keras.layers.Dense(1)])
     model.compile(keras.optimizers.SGD(1e-12), "mse")  # the weights barely move: only the gain changes
-    # 256 steps per epoch: the rows of each epoch are read back (every 128 steps) before it ends.
+    # Each epoch's rows are read back before the diagnosis at its end judges them.
     x = np.random.default_rng(0).normal(size=(8192, 4)).astype("float32")
     y = x.sum(axis=1, keepdims=True)
     raise_gain = keras.callbacks.LambdaCallback(
@@ -68,3 +68,30 @@ def test_a_warning_that_turns_critical_is_reported_again_and_stops_training(tmp_
     exploding = [f.severity for f in seen if f.code == "exploding_gradients"]
     assert exploding == [Severity.WARNING, Severity.CRITICAL]
     assert len(history.epoch) < 15  # stop_on="critical" stopped it when the warning turned critical
+
+
+def test_a_diagnosis_at_an_epoch_end_judges_every_step_of_that_epoch(tmp_path, monkeypatch):
+    """Rows are read back every few hundred steps, epochs may end more often: an epoch end whose
+    diagnosis is due reads them first, so it never judges a run without its last steps."""
+    from tb_trainhealth.callback import live_diagnosis
+    from tb_trainhealth.contract import series as sig
+
+    monkeypatch.setattr(live_diagnosis, "DIAGNOSIS_TIME_SHARE", 1.0)  # due at every epoch end
+    judged = []
+    diagnose = live_diagnosis.LiveDiagnosis.now
+
+    def now(self, recording, step, final):
+        norms = recording.signals().get(sig.GRAD_NORM)
+        judged.append((step, int(norms.steps[-1]) if norms is not None else None))
+        return diagnose(self, recording, step, final)
+
+    monkeypatch.setattr(live_diagnosis.LiveDiagnosis, "now", now)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.random.default_rng(0).normal(size=(1024, 4)).astype("float32")
+    health = HealthCallback(str(tmp_path / "r"), diagnose_every=1, verbose=False)
+    model.fit(x, x.sum(axis=1), batch_size=32, epochs=4, verbose=0, callbacks=[health])  # 32 steps an epoch
+    at_epoch_ends = [(step, last) for step, last in judged if step in (32, 64, 96, 128)]
+    assert len(at_epoch_ends) >= 3, judged
+    assert all(step == last for step, last in at_epoch_ends), judged

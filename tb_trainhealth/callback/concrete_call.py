@@ -5,7 +5,8 @@ iterator argument that takes ~0.1 ms on 2 CPU cores: a tenth of a tiny MLP's tf_
 paid on every step (`bench/overhead.py --mlp --tf-keras`). The iterators of a fit's epochs
 all have the same element spec, so the trace the first call used (traced then, if it had to
 be, exactly as that call would) is kept and called directly while the spec stays the same.
-The same graph runs with the same inputs; only the lookup is skipped.
+The same graph runs with the same inputs; only the lookup is skipped. Under
+`tf.config.run_functions_eagerly(True)` every call goes through the function (which then runs eagerly).
 
 Example:
 
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import tensorflow as tf
+
 
 class ConcreteCall:
     def __init__(self, function: Any):
@@ -27,6 +30,8 @@ class ConcreteCall:
         self._concrete: Any = None
 
     def __call__(self, iterator: Any) -> Any:
+        if tf.config.functions_run_eagerly():
+            return self.function(iterator)
         spec = iterator.element_spec
         if self._concrete is not None and (spec is self._spec or spec == self._spec):
             return self._concrete(iterator)

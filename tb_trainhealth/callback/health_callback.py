@@ -35,7 +35,7 @@ from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
 from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
 from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded, notice_once, quietly
-from tb_trainhealth.callback.read_back import MAX_UNREAD, TF_KERAS_TIMED_CALLS, ReadBack
+from tb_trainhealth.callback.read_back import TF_KERAS_TIMED_CALLS, ReadBack, ring_capacity
 from tb_trainhealth.callback.recording import Recording
 from tb_trainhealth.callback.row_recorder import RowRecorder
 from tb_trainhealth.callback.stall_watchdog import watchdog_for
@@ -192,10 +192,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._clock.epoch_end()
         if self._probe is not None:
             self._probe.weights.epoch_ended()
-        if self._reads.due(self._probe):
+        # Short epochs end more often than rows are due: only the step count is read, unless
+        # a diagnosis is about to judge the run (it must see every step so far).
+        self._count_steps()
+        if self._reads.due(self._probe) or self._diagnosis_due():
             self._drain()
-        else:  # short epochs end more often than rows are due: only the step count is read
-            self._count_steps()
         self._record_epoch(epoch, logs or {})
         if self._checks is not None:
             self._checks.measure_activations(self._step, epoch)
@@ -224,7 +225,10 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         steps_per_call = steps_per_execution(model)
         self._clock = StepClock(steps_per_call, self.guard.enabled("memory"), lambda e: self.guard.disable("memory", e))
         legacy = is_tf_keras(model)
-        self._input = (TfKerasInputProbe if legacy else InputProbe)(steps_per_call if self.measure_input else 0)
+        timed_steps = steps_per_call if self.measure_input else 0
+        self._input = (
+            TfKerasInputProbe(timed_steps, ring_capacity(1)) if legacy else InputProbe(timed_steps)
+        )  # (1: timed at one step a call only)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit. After an OOM retry, the failed
         # attempt may have advanced `iterations` without completing a step: go on from ours.
@@ -292,7 +296,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     @guarded("gradients")
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
-        self._probe = probe_class.attach(self.model, capacity=2 * (MAX_UNREAD + steps_per_call))
+        self._probe = probe_class.attach(self.model, capacity=ring_capacity(steps_per_call))
         self._probe.weights.begin_fit(steps_per_call, TF_KERAS_TIMED_CALLS if is_tf_keras(self.model) else 0)
 
     @guarded("crashes")
@@ -384,6 +388,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             self._recording.epoch(self._step, epoch, values)
 
     # -- online diagnosis ---------------------------------------------------------------
+    def _diagnosis_due(self) -> bool:
+        return self._recording is not None and bool(
+            self.guard.run("diagnosis", self.live.due, self._recording, self._step)
+        )
+
     def _diagnose_if_due(self) -> None:
         self.guard.run("watchdog", self._watch.catch_up)  # (not stalled: this thread is running)
         if self._recording is not None and self.guard.run("diagnosis", self.live.maybe, self._recording, self._step):

@@ -1,9 +1,11 @@
 """Writes health signals as TensorBoard summaries, outside the training step.
 
 All writes go through one `tf.summary` file writer per run directory (two
-writers in one directory lose data on TensorBoard's Python path), in
-non-decreasing step order (TensorBoard purges "orphaned" data when steps go
-back). Events are flushed at once, so they survive the process dying.
+writers in one directory lose data on TensorBoard's Python path); each tag's
+values in increasing step order (a window of rows may follow an epoch record of
+a later step: TensorBoard purges "orphaned" data of files of this version only
+after a restart marker, which we never write). Events are flushed at once, so
+they survive the process dying.
 
 Writing runs on one background thread, in call order, which the training thread would
 otherwise wait for (on a GPU machine the host is idle during the step anyway). Each step's

@@ -132,8 +132,10 @@ class TfKerasInputProbe(InputProbe):
     batch. On a tf.data iterator the compiled function is called through `ConcreteCall` (timed
     or not): tf_keras' own call of its train function spends ~0.1 ms a step finding its trace."""
 
-    def __init__(self, steps_per_execution: int):
+    def __init__(self, steps_per_execution: int, ring_capacity: int):
+        """ring_capacity: waits kept in the graph between two read-backs (`read_back.ring_capacity`)."""
         super().__init__(steps_per_execution)
+        self._ring_capacity = ring_capacity
         self._ring: RowBuffer | None = None
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
@@ -156,7 +158,7 @@ class TfKerasInputProbe(InputProbe):
     def _call_timed_in_graph(self, train_function: Any, iterator: Any) -> Any:
         timed = getattr(train_function, "_trainhealth_timed_step", None)
         if timed is None:
-            ring = RowBuffer(WAIT_RING_SIZE, width=1)  # the step probe's ring, one value per row
+            ring = RowBuffer(self._ring_capacity, width=1)  # as the step probe's ring, one value per row
             python_function = train_function.python_function
 
             def step(iterator):
@@ -178,11 +180,6 @@ class TfKerasInputProbe(InputProbe):
         waits = super().take_waits()
         rows = self._ring.read_new(0, 0) if self._ring is not None else None
         return waits + rows.values[:, 0].tolist() if rows is not None else waits
-
-
-# Waits kept in the graph between two read-backs (twice `read_back.MAX_UNREAD`: the callback
-# reads every 512 steps or sooner).
-WAIT_RING_SIZE = 1024
 
 
 class GraphTimedFetch:

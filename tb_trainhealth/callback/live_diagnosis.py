@@ -53,13 +53,15 @@ class LiveDiagnosis:
         """A fit begins: its diagnoses share its own wall time, from its first on."""
         self._budget.restart()
 
+    def due(self, recording: Recording, step: int) -> bool:
+        """Whether a diagnosis is due at `step` (see the module docstring)."""
+        if any(event.urgent for event in recording.pending):
+            return True
+        return step - self._last_step >= self.diagnose_every and self._budget.allows()
+
     def maybe(self, recording: Recording, step: int) -> bool:
-        """Diagnose if due (see the module docstring). True: `stop_on` asks to stop training."""
-        urgent = any(event.urgent for event in recording.pending)
-        due = step - self._last_step >= self.diagnose_every and self._budget.allows()
-        if not (urgent or due):
-            return False
-        return self.now(recording, step, final=False)
+        """Diagnose if due. True: `stop_on` asks to stop training."""
+        return self.due(recording, step) and self.now(recording, step, final=False)
 
     def now(self, recording: Recording, step: int, final: bool) -> bool:
         """Diagnose what was recorded so far; report what is new. True: stop training.

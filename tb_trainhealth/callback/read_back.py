@@ -29,6 +29,11 @@ MAX_UNREAD = 512
 TF_KERAS_TIMED_CALLS = 7
 
 
+def ring_capacity(steps_per_call: int) -> int:
+    """Rows a ring buffer read back here must hold: what may wait for a read-back, twice over."""
+    return 2 * (MAX_UNREAD + steps_per_call)
+
+
 class ReadBack:
     """One per fit: counts the host calls since the last read-back and does the read-back."""
 
