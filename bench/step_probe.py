@@ -2,7 +2,8 @@
 plus reading the row buffer back every 32 steps), under plain execution, XLA or
 MirroredStrategy: Keras' own train function of two identical models, one with the probe
 installed, in alternating blocks of 50 steps on one pipeline (machine noise hits both alike).
-Prints the median per-step times and the median of the per-round ratios.
+Prints the median per-step times and the median of the per-round ratios; a third model carries the
+probe without the first-NaN replay (`localize_nan=False`), so the replay's share shows apart.
 Usage: python bench/step_probe.py [--rounds 10] [--jit] [--mirrored] [--mlp | --deep] [--tf-keras]
 (--mlp: bench/overhead.py's tiny MLP; --deep: its 41-layer MLP, where the costs per variable
 show; --tf-keras: legacy Keras 2 and its probe).
@@ -46,13 +47,14 @@ def main() -> int:
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH).prefetch(tf.data.AUTOTUNE)
     iterator = iter(strategy.experimental_distribute_dataset(dataset) if args.mirrored else dataset)
     models, probes = {}, {}
-    for name in ("plain step", "step with probe"):
+    for name in ("plain step", "step with probe", "without replay"):
         keras.utils.set_random_seed(0)
         with strategy.scope():
             models[name] = small_cnn(args.jit, args.mlp, args.deep)
         models[name].fit(x[:BATCH], y[:BATCH], verbose=0)  # builds what Keras builds before a step
-        if name == "step with probe":
-            probes[name] = (TfKerasStepProbe if TF_KERAS else StepProbe)(models[name], capacity=2 * READ_EVERY)
+        if name != "plain step":
+            probe_class = TfKerasStepProbe if TF_KERAS else StepProbe
+            probes[name] = probe_class(models[name], capacity=2 * READ_EVERY, localize_nan=name == "step with probe")
             probes[name].install()
         models[name].make_train_function()
         models[name].train_function(iterator)  # trace before timing
@@ -66,8 +68,6 @@ def main() -> int:
                     probes[name].read_rows(0)
             float(logs["loss"])  # wait for the last step
             per_step[name].append((time.perf_counter() - start) / STEPS_PER_BLOCK * 1000)
-    ratios = np.array(per_step["step with probe"]) / np.array(per_step["plain step"])
-    q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
     mode = " ".join(m for m, on in (("jit_compile=True", args.jit), ("MirroredStrategy x2", args.mirrored)) if on)
     keras_name = "tf_keras" if TF_KERAS else "Keras 3"
     print(
@@ -75,7 +75,10 @@ def main() -> int:
     )
     for name, values in per_step.items():
         print(f"{name:16} {np.median(values):7.3f} ms/step")
-    print(f"probe / plain: ratio {q50:.3f}x (IQR {q25:.3f}-{q75:.3f})")
+    for name in ("step with probe", "without replay"):
+        ratios = np.array(per_step[name]) / np.array(per_step["plain step"])
+        q25, q50, q75 = np.percentile(ratios, [25, 50, 75])
+        print(f"{name} / plain step: ratio {q50:.3f}x (IQR {q25:.3f}-{q75:.3f})")
     return 0
 
 
