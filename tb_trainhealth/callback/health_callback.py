@@ -192,11 +192,12 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._clock.epoch_end()
         if self._probe is not None:
             self._probe.weights.epoch_ended()
-        # Short epochs end more often than rows are due: only the step count is read, unless
-        # a diagnosis is about to judge the run (it must see every step so far).
-        self._count_steps()
-        if self._reads.due(self._probe) or self._diagnosis_due():
+        if self._reads.due(self._probe):
             self._drain()
+        else:  # short epochs end more often than rows are due: only the step count is read,
+            self._count_steps()
+            if self._diagnosis_due():  # unless a diagnosis is about to judge every step so far
+                self._drain()
         self._record_epoch(epoch, logs or {})
         if self._checks is not None:
             self._checks.measure_activations(self._step, epoch)
@@ -225,10 +226,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         steps_per_call = steps_per_execution(model)
         self._clock = StepClock(steps_per_call, self.guard.enabled("memory"), lambda e: self.guard.disable("memory", e))
         legacy = is_tf_keras(model)
-        timed_steps = steps_per_call if self.measure_input else 0
-        self._input = (
-            TfKerasInputProbe(timed_steps, ring_capacity(1)) if legacy else InputProbe(timed_steps)
-        )  # (1: timed at one step a call only)
+        timed_steps = steps_per_call if self.measure_input else 0  # (timed only at one step a call)
+        self._input = TfKerasInputProbe(timed_steps, ring_capacity(1)) if legacy else InputProbe(timed_steps)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
         # in between, e.g. freeze / fit / unfreeze / compile / fit. After an OOM retry, the failed
         # attempt may have advanced `iterations` without completing a step: go on from ours.
