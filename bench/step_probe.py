@@ -1,7 +1,8 @@
 """Cost of the in-step probe alone (the gradient/weight reductions inside the compiled step,
 plus reading the row buffer back every 32 steps), under plain execution, XLA or
 MirroredStrategy: Keras' own train function of two identical models, one with the probe
-installed, in alternating blocks of 50 steps on one pipeline (machine noise hits both alike).
+installed, in alternating blocks of 50 steps on one pipeline (machine noise hits both alike), in a
+new random order each round (a fixed order biased the model run second by ~1%).
 Prints the median per-step times and the median of the per-round ratios; a third model carries the
 probe without the first-NaN replay (`localize_nan=False`), so the replay's share shows apart.
 Usage: python bench/step_probe.py [--rounds 10] [--jit] [--mirrored] [--mlp | --deep] [--tf-keras]
@@ -60,7 +61,8 @@ def main() -> int:
         models[name].train_function(iterator)  # trace before timing
     per_step: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(args.rounds):
-        for name, model in models.items():
+        for name in rng.permutation(list(models)):
+            model = models[name]
             start = time.perf_counter()
             for step in range(1, STEPS_PER_BLOCK + 1):
                 logs = model.train_function(iterator)

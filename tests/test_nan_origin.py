@@ -142,8 +142,8 @@ class ZeroNonfinite(keras.layers.Layer):
 
 
 def test_nan_in_the_data_under_a_finite_loss_is_placed_in_the_batch(tmp_path):
-    """The batch check (`NanReplay.check_batch_once`) fires on non-finite gradients under a
-    finite loss: the loss never goes NaN here, only the gradients do."""
+    """The batch is checked under a finite loss too (`NanReplay.hold`): the loss never goes NaN
+    here, only the gradients do."""
     x = X.copy()
     x[2 * 32 + 3, 1] = np.nan  # batch 3 (step 3), row 3, feature 1
     model = keras.Sequential(
@@ -154,6 +154,20 @@ def test_nan_in_the_data_under_a_finite_loss_is_placed_in_the_batch(tmp_path):
     assert "loss" not in first and first["gradients"].step == 3
     (origin,) = [e for e in run.events if e.kind == "nan_origin"]
     assert origin == NanOriginEvent(step=3, where="input", count=1, position=(3, 1))
+
+
+def test_nan_the_model_masks_on_the_way_in_is_no_origin_and_a_later_nan_still_is(tmp_path):
+    """Missing values as NaN, zeroed by the model's first layer: loss and gradients stay finite, so
+    the batch's NaN is not where anything went wrong; a NaN label later is still replayed."""
+    x, y = X.copy(), Y.copy()
+    x[32 + 2, 4] = np.nan  # batch 2: masked
+    y[4 * 32 + 9, 0] = np.nan  # batch 5: a NaN label, the loss goes NaN
+    model = keras.Sequential([keras.Input((8,)), ZeroNonfinite(), keras.layers.Dense(4), keras.layers.Dense(1)])
+    run, findings = fit(tmp_path, model, x=x, y=y, epochs=1)
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin == NanOriginEvent(step=5, where="labels", count=1, position=(9, 0))
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert finding.step == 5
 
 
 def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):

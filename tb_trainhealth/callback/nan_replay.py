@@ -1,8 +1,9 @@
 """Fires the first-NaN replay from inside the training step, at most once per cause.
 
-The step probe owns one NanReplay and calls it from its optimizer hooks: `hold` before the
-update (a non-finite loss replays the batch while the weights are still the ones that
-produced it), `check_batch_once` after it (non-finite gradients under a finite loss). The
+The step probe owns one NanReplay and calls `hold` from its optimizer hook, before the update:
+one conditional per step fires the replay on the first non-finite loss (replaying the batch
+while the weights are still the ones that produced it) or on the first batch holding NaN/Inf
+(a fused ReLU can turn a NaN input into 0 on the way forward and leave the loss finite). The
 replay itself, on the host, is `nan_origin`; this module is only the in-graph trigger, the
 flags that keep it from firing twice, and the origins it found.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     import keras
 
 logger = logging.getLogger(__name__)
-
-Finder = Callable[[Any, Any], "dict[str, Any] | None"]  # (model, batch) -> origin, or None
 
 
 def _after(tokens: list[tf.Tensor], grads: list) -> list:
@@ -47,8 +45,9 @@ class NanReplay:
     """The in-step trigger of the first-NaN replay, and the origins it found.
 
     `enabled`: the replay needs a host callback inside the step (not under XLA or a
-    distribution strategy: the owner decides). `check_batch`: whether non-finite gradients
-    under a finite loss check the batch (not under loss scaling, where they are routine).
+    distribution strategy: the owner decides). `check_batch`: whether a batch holding NaN/Inf
+    replays under a finite loss too (not under loss scaling: non-finite gradients are routine
+    there, and the LossScaleOptimizer skips their steps).
     `row_count`: the variable counting the rows written; an origin is tagged with the row
     its step is about to write."""
 
@@ -71,54 +70,48 @@ class NanReplay:
         self._first_row = first_row
 
     def hold(self, loss: tf.Tensor | None, grads: list) -> list:
-        """The gradients, made to wait for the replay on the first non-finite loss.
+        """The gradients, made to wait for the replay on the first non-finite loss or batch.
 
-        The update waits through its gradients, one Identity each: each variable's update still
-        starts as soon as its own gradient exists (on a 41-layer MLP on 2 CPU cores, a
-        control_dependencies block around the whole update, or one IdentityN over all gradients,
-        cost 100-250 us a step more). The loss alone decides, and it is known before backprop
-        starts, so the update never waits for a reduction over all gradients (that wait
-        cost ~2% of a small CNN's step: `bench/step_probe.py`). Gradients that go non-finite
-        under a finite loss are left to `check_batch_once` and the row's per-layer norms."""
+        One conditional a step, before the update: its predicate needs only the loss (known
+        before backprop starts) and a sum over the batch's floats (known before the forward
+        pass), so the update never waits for a reduction over all gradients (that wait cost
+        ~2% of a small CNN's step: `bench/step_probe.py`). A second conditional after the
+        update, for non-finite gradients under a finite loss, cost the tf_keras small CNN
+        ~50 us a step more (`bench/step_probe.py --tf-keras`). The update waits through its
+        gradients, one Identity each: each variable's update still starts as soon as its own
+        gradient exists (on a 41-layer MLP on 2 CPU cores, a control_dependencies block around
+        the whole update, or one IdentityN over all gradients, cost 100-250 us a step more)."""
         return _after(self._trigger(loss), grads)
 
     def _trigger(self, loss: tf.Tensor | None) -> list[tf.Tensor]:
-        if loss is None:
-            return []
-        fine = tf.logical_or(finite_scalar(loss), self.localized)
-        return self._replay_unless(fine, localize, self.localized)
-
-    def check_batch_once(self, loss: tf.Tensor | None, gradients_sumsq: tf.Tensor) -> list[tf.Tensor]:
-        """Non-finite gradients under a finite loss (a fused ReLU can turn a NaN input into 0 on
-        the way forward): look for NaN/Inf in the batch, once. Traced after the update, which it
-        never holds (the batch does not change with the weights); the caller makes the step's
-        row wait for the returned ops, so the origin is there when the row is read."""
-        if not self.enabled or loss is None or not self._check_batch:
-            return []
-        the_loss_replays = tf.logical_not(finite_scalar(loss))
-        gradients_finite = tf.math.is_finite(gradients_sumsq)  # (a sum of squares: finite iff every element is)
-        fine = tf.reduce_any(tf.stack([gradients_finite, the_loss_replays, self.localized, self.batch_checked]))
-        return self._replay_unless(fine, batch_origin, self.batch_checked)
-
-    def _replay_unless(self, fine: tf.Tensor, find: Finder, flag: tf.Variable) -> list[tf.Tensor]:
-        """Unless `fine`, call `find(model, batch)` on the host and record its origin; set `flag`."""
-        flat = tf.nest.flatten(self.data) if self.enabled else []
+        flat = tf.nest.flatten(self.data) if self.enabled and loss is not None else []
         if not is_plain_batch(flat):
             return []
-        on_host = functools.partial(self._replay, find, self.data)
+        loss_fine = finite_scalar(loss)
+        loss_done = tf.logical_or(loss_fine, self.localized)  # finite, or its NaN already replayed
+        sums = [tf.reduce_sum(tf.cast(t, tf.float32)) for t in flat if t.dtype.is_floating]
+        batch_fine = None
+        fine = loss_done
+        if self._check_batch and sums:  # (a sum is finite iff every element is, bar overflow)
+            batch_fine = tf.math.is_finite(tf.add_n(sums) if len(sums) > 1 else sums[0])
+            fine = tf.logical_and(loss_done, tf.logical_or(batch_fine, self.batch_checked))
+        on_host = functools.partial(self._replay, self.data)
 
         def replay() -> tf.Tensor:
-            found = tf.py_function(on_host, [self._row_count, *flat], Tout=tf.bool)
-            marks = [flag.assign(True)]
-            if flag is not self.localized:  # (only reached while nothing is localized yet)
-                marks.append(self.localized.assign(found))
-            with tf.control_dependencies(marks):
+            found = tf.py_function(on_host, [self._row_count, loss_done, *flat], Tout=tf.bool)
+            marks = [self.localized.assign(tf.logical_or(self.localized, tf.logical_not(loss_fine)))]
+            if batch_fine is not None:
+                marks.append(self.batch_checked.assign(tf.logical_or(self.batch_checked, tf.logical_not(batch_fine))))
+            with tf.control_dependencies([found, *marks]):
                 return tf.constant(True)
 
         return [tf.cond(fine, lambda: tf.constant(True), replay)]
 
-    def _replay(self, find: Finder, structure: Any, count: tf.Tensor, *flat: tf.Tensor) -> bool:
-        """Whether an origin was found (and recorded)."""
+    def _replay(self, structure: Any, count: tf.Tensor, loss_done: tf.Tensor, *flat: tf.Tensor) -> bool:
+        """Whether an origin was found (and recorded): where the loss went non-finite, or else
+        what in the batch is. A batch origin on a step whose loss and gradients stayed finite
+        (NaN masked on the way in) is dropped on the host, with its row (`RowRecorder`)."""
+        find = batch_origin if bool(loss_done) else localize
         try:
             origin = find(self.model, tf.nest.pack_sequence_as(structure, list(flat)))
         except Exception:  # a failed replay must not fail the step

@@ -60,7 +60,8 @@ class RowRecorder:
         self._record_nonfinite(probe, rows)
         for origin in probe.nan_origins:  # replayed inside the failing step
             step = base_step + origin.pop("row") + 1
-            self._recording.event(parse(NanOriginEvent, {**origin, "step": step}))
+            if not _trained_on_finite_values(rows, step):
+                self._recording.event(parse(NanOriginEvent, {**origin, "step": step}))
         probe.nan_origins.clear()
 
     def _record_nonfinite(self, probe: StepProbe, rows: Rows) -> None:
@@ -90,6 +91,13 @@ class RowRecorder:
                     replicas=replicas,
                 )
             )
+
+
+def _trained_on_finite_values(rows: Rows, step: int) -> bool:
+    """Whether the step's loss and gradients stayed finite: a batch holding NaN/Inf that the model
+    masks on the way in (`tf.where(tf.math.is_finite(x), x, 0.0)`) is not where a NaN came from."""
+    at = np.flatnonzero(rows.steps == step)
+    return bool(at.size) and bool(np.isfinite(rows.values[at[0], [COL_LOSS, COL_GRAD_NORM]]).all())
 
 
 def _update_ratios(rows: Rows) -> tuple[np.ndarray, np.ndarray]:

@@ -263,8 +263,7 @@ class StepProbe:
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
-            batch_check = self._nan.check_batch_once(self._loss, gradients.total_half_sumsq)
-            self._record(gradients, scale=scale, wait_for=batch_check)
+            self._record(gradients, scale=scale)
         except Exception:
             _probe_failed()
         return result
@@ -338,15 +337,13 @@ class StepProbe:
         loss: tf.Tensor | None = None,
         nonfinite_replicas: tf.Tensor | float = 0.0,
         scale: tf.Tensor | None = None,
-        wait_for: list[tf.Tensor] | None = None,
     ) -> None:
         """One row into the ring buffer: loss, half sums of squares, lr; the non-finite flags, the
         norms (`Rows.from_step`) and the weight and update blocks (`WeightNorms`) are completed
         on the host. No conditional: on CPU even a branch not taken costs its ops' dispatch every
         step (a per-layer count of non-finite elements here, in a branch for non-finite norms,
         cost 100-190 us a step on a 41-layer MLP: `bench/step_probe.py --deep`).
-        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite.
-        `wait_for`: ops the row is written after (the batch check of the NaN replay)."""
+        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
         num_layers = len(self.layout.names)
         if loss is None and self._loss is not None:
             loss = self._loss_scalar()
@@ -371,8 +368,7 @@ class StepProbe:
             ],
             axis=0,
         )
-        with tf.control_dependencies(wait_for or []):
-            self.ring.write(row)
+        self.ring.write(row)
 
     def _loss_scalar(self) -> tf.Tensor:
         """The batch loss seen by `scale_loss`, as a float32 scalar."""
