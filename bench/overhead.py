@@ -1,6 +1,7 @@
 """Cost of HealthCallback per training step, measured side by side in one process.
 
-Configurations are interleaved round by round (so machine noise hits all alike):
+Configurations are interleaved round by round, in a new random order each round (so machine
+noise hits all alike):
 no callback, HealthCallback at defaults, HealthCallback without the input-wait probe
 (so the probe's own cost is the ratio of those two), and keras.callbacks.TensorBoard(update_freq=1)
 for reference. Each fit's first epoch (tracing) is dropped; the time per step is the total
@@ -175,7 +176,8 @@ def main() -> int:
     }
     per_step: dict[str, list[float]] = {name: [] for name in configs}
     for round_index in range(args.rounds):
-        for name, make in configs.items():
+        for name in rng.permutation(list(configs)):  # (in a fixed order each config has one place in the round)
+            make = configs[name]
             keras.utils.set_random_seed(round_index)
             timer = EpochTimer()
             with strategy.scope():

@@ -21,6 +21,7 @@ Keras' other backends).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
@@ -28,7 +29,6 @@ from typing import Any
 import tensorflow as tf
 
 from tb_trainhealth.callback.concrete_call import ConcreteCall
-from tb_trainhealth.callback.row_buffer import RowBuffer
 
 
 class TimedBatches:
@@ -122,21 +122,22 @@ class TfKerasInputProbe(InputProbe):
 
     On one device the fetch is timed inside the graph: a step function compiled once per train
     function runs tf_keras' own step body (`python_function`) on `GraphTimedFetch`, whose `next()`
-    puts the batch fetch between two `tf.timestamp`s and writes the wait to a `RowBuffer`; it also
-    returns the batch, for the first-batch lint. No fetch or argument handling on the host: on a
-    ~1.4 ms step the host-side fetch below cost ~14%. (A hang in the input pipeline then shows as
-    a stall inside the step; the stall rule still names the input thread.)
+    puts the batch fetch between two `tf.timestamp`s; the step returns the wait (and the batch,
+    for the first-batch lint) beside tf_keras' outputs. No fetch or argument handling on the host:
+    on a ~1.4 ms step the host-side fetch below cost ~14%. And no ring buffer in a variable: its
+    write (4 ops a step) cost ~13 us a step more than the extra output (tiny MLP). (A hang in the
+    input pipeline then shows as a stall inside the step; the stall rule still names the input
+    thread.)
 
     Under a distribution strategy (a distributed iterator) the batch is fetched and timed on the
     host as in `InputProbe`, then run through a one-step function fed an iterator over that one
     batch. On a tf.data iterator the compiled function is called through `ConcreteCall` (timed
     or not): tf_keras' own call of its train function spends ~0.1 ms a step finding its trace."""
 
-    def __init__(self, steps_per_execution: int, ring_capacity: int):
-        """ring_capacity: waits kept in the graph between two read-backs (`read_back.ring_capacity`)."""
+    def __init__(self, steps_per_execution: int, max_unread: int):
+        """max_unread: waits kept between two reads (the newest; `read_back.ring_capacity`)."""
         super().__init__(steps_per_execution)
-        self._ring_capacity = ring_capacity
-        self._ring: RowBuffer | None = None
+        self._graph_waits: deque[tf.Tensor] = deque(maxlen=max_unread)  # seconds, one scalar a step
 
     def call(self, train_function: Callable[[Any], Any], iterator: Any) -> Any:
         local = isinstance(iterator, tf.data.Iterator)
@@ -158,39 +159,37 @@ class TfKerasInputProbe(InputProbe):
     def _call_timed_in_graph(self, train_function: Any, iterator: Any) -> Any:
         timed = getattr(train_function, "_trainhealth_timed_step", None)
         if timed is None:
-            ring = RowBuffer(self._ring_capacity, width=1)  # as the step probe's ring, one value per row
             python_function = train_function.python_function
 
             def step(iterator):
-                fetch = GraphTimedFetch(iterator, ring)
-                return python_function(fetch), fetch.batch
+                fetch = GraphTimedFetch(iterator)
+                return python_function(fetch), fetch.batch, fetch.wait_seconds
 
-            timed = (ConcreteCall(tf.function(step)), ring)
-            train_function._trainhealth_timed_step = timed
-        function, ring = timed
-        if ring is not self._ring:  # (a train function kept from an earlier fit: read on from here)
-            self._ring = ring
-            ring.begin_fit()
-        outputs, batch = function(iterator)
+            timed = train_function._trainhealth_timed_step = ConcreteCall(tf.function(step))
+        outputs, batch, wait_seconds = timed(iterator)
+        self._graph_waits.append(wait_seconds)
         if self.inspect is not None:
             self.inspect(batch)
         return outputs
 
     def take_waits(self) -> list[float]:
         waits = super().take_waits()
-        rows = self._ring.read_new(0, 0) if self._ring is not None else None
-        return waits + rows.values[:, 0].tolist() if rows is not None else waits
+        if not self._graph_waits:
+            return waits
+        seconds = tf.stack(list(self._graph_waits)).numpy()  # one host copy for the window
+        self._graph_waits.clear()
+        return waits + (seconds * 1000.0).tolist()
 
 
 class GraphTimedFetch:
     """While tf_keras' step body is traced: `next()` fetches the batch between two timestamps
-    (ordered by control dependencies: nothing else in the step can run before its batch exists)
-    and stores the wait in ms."""
+    (ordered by control dependencies: nothing else in the step can run before its batch exists);
+    `wait_seconds` is the time between them."""
 
-    def __init__(self, iterator: Any, ring: RowBuffer):
+    def __init__(self, iterator: Any):
         self._iterator = iterator
-        self._ring = ring
         self.batch: Any = None
+        self.wait_seconds: tf.Tensor | None = None
 
     def __iter__(self) -> GraphTimedFetch:
         return self
@@ -200,8 +199,7 @@ class GraphTimedFetch:
         with tf.control_dependencies([start]):
             batch = self._iterator.get_next()
         with tf.control_dependencies(tf.nest.flatten(batch)):
-            wait_ms = tf.cast((tf.timestamp() - start) * 1000.0, tf.float32)
-        self._ring.write(tf.reshape(wait_ms, [1]))
+            self.wait_seconds = tf.timestamp() - start
         self.batch = batch
         return batch
 
