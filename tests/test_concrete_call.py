@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import tensorflow as tf
 
@@ -74,3 +76,49 @@ def test_functions_run_eagerly_are_called_through_the_function_every_time():
         tf.config.run_functions_eagerly(False)
     assert counted.calls == 3  # the user's eager debugging is honoured
     assert int(step(epoch)) == 13 and counted.calls == 3
+
+
+def test_an_iterators_flat_inputs_are_let_go_with_the_iterator():
+    """Its resource is freed where it would be without us (destroying one can block)."""
+
+    @tf.function
+    def first(iterator):
+        return next(iterator)
+
+    step = ConcreteCall(first)
+    epoch = iter(tf.data.Dataset.range(4))
+    assert [int(step(epoch)) for _ in range(3)] == [0, 1, 2]
+    assert len(step._flat_inputs) == 1
+    del epoch
+    gc.collect()
+    assert len(step._flat_inputs) == 0
+
+
+class PublicCallOnly:
+    """A trace as a TensorFlow without ConcreteFunction._call_flat would have it."""
+
+    def __init__(self, concrete):
+        self.concrete, self.calls = concrete, 0
+
+    def __call__(self, iterator):
+        self.calls += 1
+        return self.concrete(iterator)
+
+
+def test_without_the_flat_call_the_trace_is_called_the_public_way():
+    @tf.function
+    def batch_sum(iterator):
+        return tf.reduce_sum(next(iterator))
+
+    traces: list[PublicCallOnly] = []
+
+    def trace_without_flat_call(iterator):
+        traces.append(PublicCallOnly(batch_sum.get_concrete_function(iterator)))
+        return traces[-1]
+
+    counted = CountedFunction(batch_sum)
+    counted.get_concrete_function = trace_without_flat_call
+    step = ConcreteCall(counted)
+    epoch = iter(tf.data.Dataset.range(8).batch(2))
+    assert [int(step(epoch)) for _ in range(3)] == [1, 5, 9]
+    assert counted.calls == 1 and traces[0].calls == 2
