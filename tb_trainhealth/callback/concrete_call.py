@@ -2,14 +2,14 @@
 
 On every call a `tf.function` works out which of its traces fits its arguments (~0.1 ms on
 2 CPU cores for an iterator argument), and that trace then binds the arguments to its
-signature again (~0.15 ms): together a third of a tiny MLP's 0.78 ms tf_keras step, paid on
-every step (0.78 ms through the function, 0.68 through its trace, 0.52 with the flat call
-below: tiny MLP of `bench/overhead.py`, 40 alternating rounds of 50 steps). The iterators of a fit's epochs all have the same
-element spec, so the trace the first call used (traced then, if it had to be, exactly as that
-call would) is kept, and each iterator is flattened to the trace's inputs once, not once a
-step. The same graph runs with the same inputs; only the lookups are skipped. Under
-`tf.config.run_functions_eagerly(True)` every call goes through the function (which then runs
-eagerly).
+signature again (~0.15 ms): together a third of a tiny MLP's tf_keras step, paid on every step
+(0.78 ms a step through the function, 0.68 through its trace, 0.52 with the flat call below:
+`bench/overhead.py`'s tiny MLP, 40 alternating rounds of 50 steps). The iterators of a fit's
+epochs all have the same element spec, so the trace the first call used (traced then, if it
+had to be, exactly as that call would) is kept, and each iterator is flattened to the trace's
+inputs once, not once a step. The same graph runs with the same inputs; only the lookups are
+skipped. Under `tf.config.run_functions_eagerly(True)` every call goes through the function
+(which then runs eagerly).
 
 Example:
 

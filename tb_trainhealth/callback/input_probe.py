@@ -132,7 +132,8 @@ class TfKerasInputProbe(InputProbe):
     Under a distribution strategy (a distributed iterator) the batch is fetched and timed on the
     host as in `InputProbe`, then run through a one-step function fed an iterator over that one
     batch. On a tf.data iterator the compiled function is called through `ConcreteCall` (timed
-    or not): tf_keras' own call of its train function spends ~0.1 ms a step finding its trace."""
+    or not): tf_keras' own call of its train function spends ~0.25 ms a step finding its trace
+    and binding the iterator to it."""
 
     def __init__(self, steps_per_execution: int, max_unread: int):
         """max_unread: waits kept between two reads (the newest; `read_back.ring_capacity`)."""

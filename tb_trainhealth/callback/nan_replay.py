@@ -109,7 +109,7 @@ class NanReplay:
 
     def _replay(self, structure: Any, count: tf.Tensor, loss_done: tf.Tensor, *flat: tf.Tensor) -> bool:
         """Whether an origin was found (and recorded): where the loss went non-finite, or else
-        what in the batch is. A batch origin on a step whose loss and gradients stayed finite
+        where the batch holds NaN/Inf. A batch origin on a step whose loss and gradients stayed finite
         (NaN masked on the way in) is dropped on the host, with its row (`RowRecorder`)."""
         find = batch_origin if bool(loss_done) else localize
         try:
