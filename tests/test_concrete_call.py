@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 
 import pytest
 import tensorflow as tf
@@ -122,3 +123,30 @@ def test_without_the_flat_call_the_trace_is_called_the_public_way():
     epoch = iter(tf.data.Dataset.range(8).batch(2))
     assert [int(step(epoch)) for _ in range(3)] == [1, 5, 9]
     assert counted.calls == 1 and traces[0].calls == 2
+
+
+def test_a_sweep_of_fresh_functions_raises_no_retracing_warning():
+    """TensorFlow only sees the call that traces (one per fresh model): it must not warn of
+    retracing in a hyperparameter sweep."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    def fresh_step():
+        def step(iterator):
+            return next(iterator)
+
+        return tf.function(step)
+
+    handler = Collect()
+    tf.get_logger().addHandler(handler)
+    try:
+        for _ in range(8):
+            step = ConcreteCall(fresh_step())
+            epoch = iter(tf.data.Dataset.range(4))
+            assert [int(step(epoch)) for _ in range(4)] == [0, 1, 2, 3]
+    finally:
+        tf.get_logger().removeHandler(handler)
+    assert not [m for m in messages if "retracing" in m]

@@ -9,7 +9,9 @@ epochs all have the same element spec, so the trace the first call used (traced 
 had to be, exactly as that call would) is kept, and each iterator is flattened to the trace's
 inputs once, not once a step. The same graph runs with the same inputs; only the lookups are
 skipped. Under `tf.config.run_functions_eagerly(True)` every call goes through the function
-(which then runs eagerly).
+(which then runs eagerly). TensorFlow's warning about frequent retracing is turned off for the
+function: it only sees the calls that trace (one a fit for a fresh model), so in a sweep of
+fresh models it would warn of retracing that is not there.
 
 Example:
 
@@ -31,6 +33,7 @@ import tensorflow as tf
 # flattened the iterator. Where a TensorFlow lacks it, the trace is called the public way.
 _FLAT_CALL = "_call_flat"
 _FLAT_CALL_PARAMETERS = ["tensor_inputs", "captured_inputs"]
+_TRACING_WARNING = "_omit_frequent_tracing_warning"  # a tf.function's own switch for that warning
 
 
 class ConcreteCall:
@@ -39,6 +42,8 @@ class ConcreteCall:
         self._spec: Any = None
         self._concrete: Any = None
         self._call_flat: Any = None
+        if hasattr(function, _TRACING_WARNING):
+            setattr(function, _TRACING_WARNING, True)
         # Each iterator's flat inputs, kept only while the iterator lives: its resource is then
         # freed where it would be without us (destroying one can wait on tf.data's threads).
         self._flat_inputs: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
