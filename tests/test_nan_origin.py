@@ -170,6 +170,40 @@ def test_nan_the_model_masks_on_the_way_in_is_no_origin_and_a_later_nan_still_is
     assert finding.step == 5
 
 
+@keras.saving.register_keras_serializable("tests")
+class FillMissingFirstFeature(keras.layers.Layer):
+    """Feature 0 may be missing (NaN): 0 stands in for it. Other features are passed as they are."""
+
+    def call(self, x):
+        first = tf.where(tf.math.is_finite(x[:, :1]), x[:, :1], tf.zeros_like(x[:, :1]))
+        return tf.concat([first, x[:, 1:]], axis=1)
+
+
+def test_a_masked_nan_does_not_use_up_the_batch_check_and_a_real_one_is_one_origin(tmp_path):
+    """Step 2: a missing feature the model fills in (nothing to report). Step 4: a NaN in another
+    feature, zeroed after the first layer: the loss stays finite, the first layer's gradients
+    do not; from step 5 on its weights and the loss are NaN: one origin, the batch at step 4."""
+    x = X.copy()
+    x[32 + 6, 0] = np.nan  # batch 2: filled in
+    x[3 * 32 + 11, 3] = np.nan  # batch 4: reaches the first layer's gradients
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            FillMissingFirstFeature(),
+            keras.layers.Dense(4, kernel_regularizer="l2", name="first"),  # NaN weights: a NaN loss from step 5
+            ZeroNonfinite(),
+            keras.layers.Dense(1, name="head"),
+        ]
+    )
+    run, findings = fit(tmp_path, model, x=x, epochs=1)
+    first = {e.where: e.step for e in run.events if e.kind == "nonfinite"}
+    assert (first["gradients"], first["loss"]) == (4, 5)
+    (origin,) = [e for e in run.events if e.kind == "nan_origin"]
+    assert origin == NanOriginEvent(step=4, where="input", count=1, position=(11, 3))
+    (finding,) = [f for f in findings if f.code == "nonfinite"]
+    assert finding.step == 4 and "input batch holds NaN/Inf" in finding.title
+
+
 def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
     model = log_model(safe=False)
     model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=True)

@@ -11,7 +11,8 @@ inputs once, not once a step. The same graph runs with the same inputs; only the
 skipped. Under `tf.config.run_functions_eagerly(True)` every call goes through the function
 (which then runs eagerly). TensorFlow's warning about frequent retracing is turned off for the
 function: it only sees the calls that trace (one a fit for a fresh model), so in a sweep of
-fresh models it would warn of retracing that is not there.
+fresh models it would warn of retracing that is not there (a real retrace, a new spec every
+epoch, goes unwarned; TensorFlow still counts these traces for other functions of the same code).
 
 Example:
 

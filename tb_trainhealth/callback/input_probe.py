@@ -175,10 +175,10 @@ class TfKerasInputProbe(InputProbe):
 
     def take_waits(self) -> list[float]:
         waits = super().take_waits()
-        if not self._graph_waits:
+        taken, self._graph_waits = self._graph_waits, deque(maxlen=self._graph_waits.maxlen)
+        if not taken:
             return waits
-        seconds = tf.stack(list(self._graph_waits)).numpy()  # one host copy for the window
-        self._graph_waits.clear()
+        seconds = tf.stack(list(taken)).numpy()  # one host copy for the window
         return waits + (seconds * 1000.0).tolist()
 
 

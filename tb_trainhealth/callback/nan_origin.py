@@ -1,9 +1,9 @@
 """Where did the first NaN/Inf come from? Replays the offending batch, layer by layer.
 
-Called once, from inside the training step (a `tf.py_function` behind a `tf.cond`
-that only fires on the first non-finite loss), before the optimizer applies that
-step's update: the weights are still the ones that produced the NaN. Normal steps
-pay only for the `tf.cond` on a scalar they already compute.
+Called once, from inside the training step (a `tf.py_function` behind the `tf.cond` of
+`nan_replay`, which fires on the first non-finite loss or the first batch holding NaN/Inf),
+before the optimizer applies that step's update: the weights are still the ones that
+produced the NaN. Normal steps pay only for that `tf.cond` and a sum over the batch.
 
 Order of suspicion: the batch itself (inputs, labels); weights already non-finite (an
 earlier step's gradients brought the NaN in: the row's per-layer counts name where); each

@@ -25,6 +25,24 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+# Batches with NaN/Inf that the model masks re-arm the replay at most this often a fit.
+MAX_REARMS = 3
+
+
+def _batch_finite(flat: list[tf.Tensor]) -> tf.Tensor | None:
+    """Whether the batch's float tensors hold only finite values (a sum is finite iff every
+    element is, bar overflow); None without float tensors. float32/float64 are summed as they
+    are (no copy of the batch), other floats (float16 overflows at 65504) in float32."""
+    sums = [
+        tf.cast(tf.reduce_sum(t if t.dtype in (tf.float32, tf.float64) else tf.cast(t, tf.float32)), tf.float32)
+        for t in flat
+        if t.dtype.is_floating
+    ]
+    if not sums:
+        return None
+    return tf.math.is_finite(tf.add_n(sums) if len(sums) > 1 else sums[0])
+
+
 def _after(tokens: list[tf.Tensor], grads: list) -> list:
     """The tensors, made to wait for `tokens` (identity ops: no copies)."""
     if not tokens:
@@ -46,8 +64,8 @@ class NanReplay:
 
     `enabled`: the replay needs a host callback inside the step (not under XLA or a
     distribution strategy: the owner decides). `check_batch`: whether a batch holding NaN/Inf
-    replays under a finite loss too (not under loss scaling: non-finite gradients are routine
-    there, and the LossScaleOptimizer skips their steps).
+    replays under a finite loss too (not under loss scaling: there gradients overflow
+    routinely, so a NaN the model masks could not be told from one that reached the update).
     `row_count`: the variable counting the rows written; an origin is tagged with the row
     its step is about to write."""
 
@@ -61,6 +79,7 @@ class NanReplay:
         self._first_row = 0  # the row count when this fit began
         self.localized = probe_variable(False, "trainhealth_nan_localized")
         self.batch_checked = probe_variable(False, "trainhealth_batch_checked")
+        self._rearms = 0
 
     def begin_fit(self, first_row: int) -> None:
         """A new fit of the same traced step: each cause may replay once again."""
@@ -68,6 +87,16 @@ class NanReplay:
         self.batch_checked.assign(False)
         self.origins.clear()
         self._first_row = first_row
+        self._rearms = 0
+
+    def rearm(self) -> None:
+        """The replayed batch held NaN/Inf that the model masks (its step trained on finite
+        values): fire again for a NaN that matters, at most MAX_REARMS times a fit (each
+        costs one replay, where every batch holds masked NaN)."""
+        if self._rearms < MAX_REARMS:
+            self._rearms += 1
+            self.localized.assign(False)
+            self.batch_checked.assign(False)
 
     def hold(self, loss: tf.Tensor | None, grads: list) -> list:
         """The gradients, made to wait for the replay on the first non-finite loss or batch.
@@ -89,17 +118,17 @@ class NanReplay:
             return []
         loss_fine = finite_scalar(loss)
         loss_done = tf.logical_or(loss_fine, self.localized)  # finite, or its NaN already replayed
-        sums = [tf.reduce_sum(tf.cast(t, tf.float32)) for t in flat if t.dtype.is_floating]
-        batch_fine = None
+        batch_fine = _batch_finite(flat) if self._check_batch else None
         fine = loss_done
-        if self._check_batch and sums:  # (a sum is finite iff every element is, bar overflow)
-            batch_fine = tf.math.is_finite(tf.add_n(sums) if len(sums) > 1 else sums[0])
+        if batch_fine is not None:
             fine = tf.logical_and(loss_done, tf.logical_or(batch_fine, self.batch_checked))
         on_host = functools.partial(self._replay, self.data)
 
         def replay() -> tf.Tensor:
             found = tf.py_function(on_host, [self._row_count, loss_done, *flat], Tout=tf.bool)
-            marks = [self.localized.assign(tf.logical_or(self.localized, tf.logical_not(loss_fine)))]
+            # A NaN found in the batch is the origin too: no second replay when the loss follows.
+            localized = tf.logical_or(tf.logical_not(loss_fine), found)
+            marks = [self.localized.assign(tf.logical_or(self.localized, localized))]
             if batch_fine is not None:
                 marks.append(self.batch_checked.assign(tf.logical_or(self.batch_checked, tf.logical_not(batch_fine))))
             with tf.control_dependencies([found, *marks]):
@@ -109,8 +138,9 @@ class NanReplay:
 
     def _replay(self, structure: Any, count: tf.Tensor, loss_done: tf.Tensor, *flat: tf.Tensor) -> bool:
         """Whether an origin was found (and recorded): where the loss went non-finite, or else
-        where the batch holds NaN/Inf. A batch origin on a step whose loss and gradients stayed finite
-        (NaN masked on the way in) is dropped on the host, with its row (`RowRecorder`)."""
+        where the batch holds NaN/Inf. A batch origin on a step whose loss and gradients stayed
+        finite (NaN masked on the way in) is dropped on the host, which re-arms the replay
+        (`RowRecorder`)."""
         find = batch_origin if bool(loss_done) else localize
         try:
             origin = find(self.model, tf.nest.pack_sequence_as(structure, list(flat)))

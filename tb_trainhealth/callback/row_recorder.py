@@ -58,10 +58,15 @@ class RowRecorder:
         }
         self._recording.rows(rows, dense, sparse, layer_vectors)
         self._record_nonfinite(probe, rows)
+        masked = False
         for origin in probe.nan_origins:  # replayed inside the failing step
             step = base_step + origin.pop("row") + 1
-            if not _trained_on_finite_values(rows, step):
+            if _trained_on_finite_values(rows, step):
+                masked = True
+            else:
                 self._recording.event(parse(NanOriginEvent, {**origin, "step": step}))
+        if masked:
+            probe.rearm_nan_replay()
         probe.nan_origins.clear()
 
     def _record_nonfinite(self, probe: StepProbe, rows: Rows) -> None:

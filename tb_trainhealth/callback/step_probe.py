@@ -166,6 +166,10 @@ class StepProbe:
         """Origins of non-finite values found by the replay, each with its "row"; the reader clears it."""
         return self._nan.origins
 
+    def rearm_nan_replay(self) -> None:
+        """A replayed batch's NaN never reached the update (see `NanReplay.rearm`)."""
+        self._nan.rearm()
+
     @property
     def uses_loss_scale(self) -> bool:
         return hasattr(self.optimizer, "inner_optimizer")
