@@ -105,8 +105,10 @@ class NanReplay:
         before backprop starts) and a sum over the batch's floats (known before the forward
         pass), so the update never waits for a reduction over all gradients (that wait cost
         ~2% of a small CNN's step: `bench/step_probe.py`). A second conditional after the
-        update, for non-finite gradients under a finite loss, cost the tf_keras small CNN
-        ~50 us a step more (`bench/step_probe.py --tf-keras`). The update waits through its
+        update, for non-finite gradients under a finite loss, is what this replaced: on the
+        tf_keras small CNN, variants of `bench/step_probe.py` (50-60 shuffled rounds) put two
+        conditionals at +103 to +136 us a step, one at +46 to +92 (single model instances
+        differ by ~1.5%, ~60 us, so read these as a direction). The update waits through its
         gradients, one Identity each: each variable's update still starts as soon as its own
         gradient exists (on a 41-layer MLP on 2 CPU cores, a control_dependencies block around
         the whole update, or one IdentityN over all gradients, cost 100-250 us a step more)."""
