@@ -9,7 +9,7 @@ sparse and one-hot categorical cross-entropy, with and without from_logits), opt
 (Adam, AdamW, Nadam, Adamax, Lion, SGD+momentum, RMSprop, Adagrad), learning-rate
 schedules (cosine with warm-up, exponential and inverse-time decay, piecewise, a custom
 warm-up, ReduceLROnPlateau), batch sizes 8-256, numpy arrays and tf.data pipelines, with
-and without validation data. The target (issue 17) is 0 runs with a warning or critical.
+and without validation data. The target is 0 runs with a warning or critical.
 
 For each run it prints the seconds taken, the start and final loss (the loss of the
 untrained model, evaluated before fit, and the last epoch's), accuracy where there is
@@ -53,8 +53,8 @@ import tensorflow as tf
 
 from tb_trainhealth import HealthCallback, engine
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.logdir import open_logdir
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
 
 AUTOTUNE = tf.data.AUTOTUNE
 LEARNED_RATIO = 0.6  # final training loss must be below this share of the untrained model's loss

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from overhead import BATCH, small_cnn
 
-from tb_trainhealth.callback.input_probe import TimedBatches
+from tb_trainhealth.callback.step.input_probe import TimedBatches
 
 STEPS_PER_BLOCK = 50
 

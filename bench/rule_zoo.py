@@ -20,8 +20,8 @@ from scenarios import SCENARIOS, WRONG_CAUSE_SCENARIOS
 
 from tb_trainhealth import engine
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.logdir import open_logdir
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
 
 
 def main() -> int:

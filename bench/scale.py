@@ -5,7 +5,7 @@ as HealthCallback writes them (~6.4 GB), then times `diagnose --json` as a user 
 (through TensorBoard's Rust data server) and, on the first --compare runs only, side by side
 with TensorBoard's Python ingester (the path without the data server), scaled per run.
 Peak memory is the largest sum of RSS over the CLI and its children, sampled every 50 ms.
-Targets (issue 19): under 30 s and under 1 GiB on a 2-core machine.
+Targets: under 30 s and under 1 GiB on a 2-core machine.
 
 Usage: python bench/scale.py [--logdir /tmp/tbth_scale] [--runs 100] [--steps 100000] [--compare 3]
 The Health tab's routes on the same logdir:

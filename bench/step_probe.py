@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 from overhead import BATCH, TF_KERAS, keras, model_name, small_cnn, strategy_for  # (overhead picks the Keras)
 
-from tb_trainhealth.callback.step_probe import StepProbe
-from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
+from tb_trainhealth.callback.step.step_probe import StepProbe
+from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
 
 STEPS_PER_BLOCK = 50
 READ_EVERY = 32

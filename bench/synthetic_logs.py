@@ -30,7 +30,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from tb_trainhealth.callback.row_layout import sample_interval
+from tb_trainhealth.callback.step.row_layout import sample_interval
 from tb_trainhealth.contract import tags
 
 try:

@@ -502,7 +502,7 @@ SCENARIOS = (
 )
 
 
-# -- issue 23: runs that train without an error and learn the wrong thing ------------------
+# -- runs that train without an error and learn the wrong thing ------------------
 # Each broken run has a healthy twin on the same model kind; every class on an MLP and a CNN.
 def _imbalanced(n: int, features: int, seed: int, minority: float = 0.06, shift: float = 0.35):
     """Two classes, the second rare and only weakly different (fraud-like): the best guess is 'class 0'."""

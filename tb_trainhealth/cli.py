@@ -15,12 +15,13 @@ import logging
 import sys
 import textwrap
 import time
-import types
 from typing import TYPE_CHECKING, Any
 
-from tb_trainhealth import __version__, event_files
+from tb_trainhealth import __version__
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity
+from tb_trainhealth.read import event_files, tensorboard_private
+from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.tracking import FindingTracker, finding_line
 
 if TYPE_CHECKING:
@@ -96,8 +97,8 @@ def _positive_float(text: str) -> float:
 def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     """Print each new warning/critical finding (and run error) once, as runs are written."""
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.logdir import followed_logdir, is_local
-    from tb_trainhealth.reader import SignalReader
+    from tb_trainhealth.read.logdir import followed_logdir
+    from tb_trainhealth.read.reader import SignalReader
 
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -154,11 +155,11 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     A run none of whose files can be read is listed too, with its errors (diagnosed: False).
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
-    from tb_trainhealth import event_files
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.load_batches import loaded_run_batches, run_directories, training_runs
-    from tb_trainhealth.logdir import NoRunsError, is_local, unreadable_directories
-    from tb_trainhealth.reader import SignalReader
+    from tb_trainhealth.read import event_files
+    from tb_trainhealth.read.load_batches import loaded_run_batches, run_directories, training_runs
+    from tb_trainhealth.read.logdir import NoRunsError, unreadable_directories
+    from tb_trainhealth.read.reader import SignalReader
 
     if progress:
         print("reading event files...", end="", file=sys.stderr, flush=True)
@@ -287,15 +288,15 @@ def _avoid_tensorflow_for_local_paths(logdir: str) -> None:
 
     URLs (gs://, s3://, hdfs://) still go through TensorFlow's filesystems.
     """
-    if "://" not in logdir and "tensorflow" not in sys.modules:
-        sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+    if is_local(logdir):
+        tensorboard_private.read_without_tensorflow()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     _avoid_tensorflow_for_local_paths(args.logdir)
-    from tb_trainhealth.logdir import LogdirError
+    from tb_trainhealth.read.logdir import LogdirError
 
     progress = args.command == "diagnose" and not args.json and sys.stderr.isatty()
     try:

@@ -11,7 +11,7 @@ from tensorboard import context as tb_context
 
 from tb_trainhealth import engine
 from tb_trainhealth.findings import Finding, run_status
-from tb_trainhealth.reader import RunGroup, SignalReader
+from tb_trainhealth.read.reader import RunGroup, SignalReader
 from tb_trainhealth.rules.stalls import judged_again_at
 from tb_trainhealth.signals import RunSignals
 

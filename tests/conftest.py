@@ -16,8 +16,8 @@ import pytest
 
 from tb_trainhealth import engine
 from tb_trainhealth.findings import Finding
-from tb_trainhealth.logdir import open_logdir
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
 from tb_trainhealth.signals import RunSignals
 
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.callback.activation_probe import dead_share, saturated_share
+from tb_trainhealth.callback.lint.activation_probe import dead_share, saturated_share
 from tb_trainhealth.contract.events import parse_event
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
@@ -96,8 +96,8 @@ def test_small_batches_grow_the_probe_batch_and_a_tiny_probe_gives_no_dead_share
     """With batch_size=8 one batch says little about a unit that fires 10% of the time."""
     import tensorflow as tf
 
-    from tb_trainhealth.callback.activation_probe import ActivationProbe
-    from tb_trainhealth.callback.data_lint import PROBE_SAMPLES, BatchLint
+    from tb_trainhealth.callback.lint.activation_probe import ActivationProbe
+    from tb_trainhealth.callback.lint.data_lint import PROBE_SAMPLES, BatchLint
 
     model = mlp("relu")
     lint = BatchLint(model)
@@ -112,7 +112,7 @@ def test_small_batches_grow_the_probe_batch_and_a_tiny_probe_gives_no_dead_share
 
 def test_half_precision_tanh_is_not_judged_for_saturation():
     """float16 rounds tanh to +-1 from inputs of ~4.5 (not 9.4): its outputs can't tell saturation."""
-    from tb_trainhealth.callback.activation_probe import ActivationProbe
+    from tb_trainhealth.callback.lint.activation_probe import ActivationProbe
 
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
@@ -126,7 +126,7 @@ def test_half_precision_tanh_is_not_judged_for_saturation():
 
 
 def test_probes_are_sampled_by_steps_and_time_and_the_end_of_training_is_always_measured():
-    from tb_trainhealth.callback.activation_probe import PROBE_EVERY_STEPS, ActivationProbe
+    from tb_trainhealth.callback.lint.activation_probe import PROBE_EVERY_STEPS, ActivationProbe
 
     probe = ActivationProbe(mlp("relu"))
     assert probe.due(1)  # the first epoch end
@@ -138,7 +138,7 @@ def test_probes_are_sampled_by_steps_and_time_and_the_end_of_training_is_always_
 
 
 def test_nan_activations_are_neither_dead_nor_saturated():
-    from tb_trainhealth.callback.activation_probe import ActivationProbe
+    from tb_trainhealth.callback.lint.activation_probe import ActivationProbe
 
     for activation in ("relu", "tanh"):
         model = mlp(activation)

@@ -18,8 +18,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from tb_trainhealth import event_files
 from tb_trainhealth.contract import tags
+from tb_trainhealth.read import event_files
 
 
 def write_events(path, values_by_step, version=tags.SCHEMA_VERSION, tag=tags.TAG_LOSS, plugin=tags.PLUGIN_NAME):
@@ -276,7 +276,7 @@ def test_text_output_and_watch_say_what_is_wrong_with_each_file(tmp_path):
 def test_a_big_file_is_walked_a_budget_at_a_time_and_finished_by_later_checks(tmp_path):
     """The walk stops after BYTES_PER_CHECK per file; the next check goes on to the end and
     then finds the damage at the file's tail."""
-    from tb_trainhealth import event_files
+    from tb_trainhealth.read import event_files
 
     run = tmp_path / "run"
     run.mkdir()

@@ -16,8 +16,8 @@ import tensorflow as tf
 from conftest import ROOT, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.callback import row_buffer, weight_norms
-from tb_trainhealth.callback.row_layout import EARLY_SAMPLE_EVERY, EARLY_SAMPLE_STEPS, SAMPLE_EVERY
+from tb_trainhealth.callback.step import row_buffer, weight_norms
+from tb_trainhealth.callback.step.row_layout import EARLY_SAMPLE_EVERY, EARLY_SAMPLE_STEPS, SAMPLE_EVERY
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Severity
 
@@ -293,7 +293,7 @@ def test_update_ratio_is_the_real_update_over_the_weights(tmp_path, monkeypatch,
 def test_the_event_file_is_closed_after_fit_and_a_fit_that_follows_at_once_writes_on_in_it(tmp_path, monkeypatch):
     """Closed like Keras' TensorBoard callback closes its writers, once no fit follows within
     CLOSE_IDLE_SECONDS (files opened within one second can sort out of order)."""
-    from tb_trainhealth.callback import health_writer, recording
+    from tb_trainhealth.callback.record import health_writer, recording
 
     closed = []
     original_close = health_writer.HealthWriter.close

@@ -98,7 +98,7 @@ def test_a_disk_that_fills_up_mid_run_never_breaks_fit(tmp_path, monkeypatch, ca
     """Writes run on a background thread: their errors surface later, on the training thread
     (the last one only when fit ends), where recording is switched off with one line; fit
     itself finishes as without the callback."""
-    from tb_trainhealth.callback import health_writer, read_back
+    from tb_trainhealth.callback.record import health_writer, read_back
 
     monkeypatch.setattr(read_back, "READ_SECONDS", 0.0)  # rows written at every step: many writes
     written = {"calls": 0}

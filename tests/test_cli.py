@@ -42,7 +42,7 @@ def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenar
 def test_local_logdirs_load_through_the_data_server_and_read_the_same_without_it(scenario_logdir):
     from tensorboard.data.grpc_provider import GrpcDataProvider
 
-    from tb_trainhealth.logdir import loaded_logdir
+    from tb_trainhealth.read.logdir import loaded_logdir
 
     with loaded_logdir(scenario_logdir) as provider:
         assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader, ~30x faster

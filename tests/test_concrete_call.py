@@ -8,7 +8,7 @@ import logging
 import pytest
 import tensorflow as tf
 
-from tb_trainhealth.callback.concrete_call import ConcreteCall
+from tb_trainhealth.callback.step.concrete_call import ConcreteCall
 
 
 class CountedFunction:

@@ -137,7 +137,7 @@ def test_names_print_and_serialize_as_their_values():
 
 def test_events_of_a_newer_writer_are_skipped_quietly_and_malformed_ones_counted():
     from tb_trainhealth.contract.events import UnknownEvent
-    from tb_trainhealth.reader import _parse_events
+    from tb_trainhealth.read.reader import _parse_events
 
     with pytest.raises(UnknownEvent):
         parse_event({"kind": "from_a_newer_writer", "step": 3})

@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.callback.pipeline_lint import lint_dataset
+from tb_trainhealth.callback.lint.pipeline_lint import lint_dataset
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.input_pipeline import input_share
@@ -187,7 +187,7 @@ def image_model() -> keras.Model:
 
 def test_pipeline_over_a_big_in_memory_array_is_not_serialized():
     """Serializing the graph would copy the array (GBs for a real training set): skipped."""
-    from tb_trainhealth.callback.pipeline_lint import MAX_LINTED_BYTES, in_memory_bytes
+    from tb_trainhealth.callback.lint.pipeline_lint import MAX_LINTED_BYTES, in_memory_bytes
 
     big = np.zeros((MAX_LINTED_BYTES // 4096 + 1, 1024), np.float32)
     dataset = tf.data.Dataset.from_tensor_slices((big, np.zeros(len(big), np.int32))).batch(32)
@@ -223,7 +223,7 @@ def test_keras_own_class_weight_map_is_not_blamed_on_the_user(tmp_path):
 def test_each_epochs_iterator_is_let_go_on_the_release_thread_not_the_training_thread(tmp_path, monkeypatch):
     """Destroying a tf.data iterator read on the host can wait 1-2 s for tf.data's threads:
     that wait must never land on the training thread (at an epoch's end, or when fit returns)."""
-    from tb_trainhealth.callback import input_probe
+    from tb_trainhealth.callback.step import input_probe
 
     monkeypatch.setattr(input_probe, "RELEASE_AFTER_SECONDS", 0.2)
     released_on: list[str] = []

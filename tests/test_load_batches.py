@@ -13,7 +13,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 from synthetic_logs import write_run
 
-from tb_trainhealth import cli, load_batches
+from tb_trainhealth import cli
+from tb_trainhealth.read import load_batches
 
 
 def touch_events(path) -> None:
@@ -93,7 +94,7 @@ def test_without_the_data_server_every_run_is_read_at_once_in_this_process(five_
 
 
 def test_a_logdir_without_runs_says_so(tmp_path):
-    from tb_trainhealth.logdir import NoRunsError
+    from tb_trainhealth.read.logdir import NoRunsError
 
     (tmp_path / "nothing").mkdir()
     with pytest.raises(NoRunsError, match="no TensorBoard event files"):

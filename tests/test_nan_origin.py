@@ -214,7 +214,7 @@ def test_no_replay_inside_xla_but_the_nan_is_still_found(tmp_path):
 
 
 def test_replay_leaves_batchnorm_statistics_and_dropout_seeds_as_they_were():
-    from tb_trainhealth.callback.nan_origin import localize
+    from tb_trainhealth.callback.nan.nan_origin import localize
 
     model = keras.Sequential(
         [

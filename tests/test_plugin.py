@@ -10,9 +10,9 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 from werkzeug import wrappers
 
-from tb_trainhealth.logdir import open_logdir
 from tb_trainhealth.plugin import health_plugin
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
 
 PREFIX = "/data/plugin/trainhealth"
 

@@ -1,4 +1,4 @@
-"""Preflight (issue 21): broken set-ups trip each check, healthy twins stay quiet, the user's
+"""Preflight: broken set-ups trip each check, healthy twins stay quiet, the user's
 model and optimizer are untouched, and the findings reach the log, the CLI and the callback.
 
 Real TensorFlow on tiny models (about a second each). The healthy set-ups include models that

@@ -17,7 +17,7 @@ def test_cli_and_engine_run_with_tensorflow_unimportable(scenario_logdir, scenar
         sys.modules["tensorflow"] = None  # any `import tensorflow` now raises ImportError
         sys.modules["keras"] = None
         sys.path.insert(0, {ROOT!r})
-        import tb_trainhealth, tb_trainhealth.engine, tb_trainhealth.reader
+        import tb_trainhealth, tb_trainhealth.engine, tb_trainhealth.read.reader
         from tb_trainhealth.cli import main
         sys.exit(main(["diagnose", {scenario_logdir!r}, "--json"]))
         """
@@ -60,7 +60,7 @@ def test_diagnosing_through_the_cli_and_the_plugin_never_imports_tensorflow(scen
         from tensorboard.backend import application
         from tensorboard.plugins import base_plugin
         from werkzeug import test, wrappers
-        from tb_trainhealth.logdir import open_logdir
+        from tb_trainhealth.read.logdir import open_logdir
         from tb_trainhealth.plugin.health_plugin import HealthPlugin
         provider = open_logdir({scenario_logdir!r})
         plugin = HealthPlugin(base_plugin.TBContext(logdir={scenario_logdir!r}, data_provider=provider))

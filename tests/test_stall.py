@@ -33,10 +33,10 @@ from tb_trainhealth.contract.events import FitEndEvent, ResumedEvent, StallEvent
 from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
 from tb_trainhealth.findings import Finding, Severity
-from tb_trainhealth.logdir import open_logdir
 from tb_trainhealth.plugin import health_plugin
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
 from tb_trainhealth.rules import stalls
 from tb_trainhealth.rules.stalls import MIN_SILENCE_SECONDS, check_ended_abruptly
 from tb_trainhealth.signals import RunSignals, Series

@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.util import tensor_util
 
-from tb_trainhealth.callback import summary_bytes
+from tb_trainhealth.callback.record import summary_bytes
 from tb_trainhealth.contract import tags
 
 METADATA = tags.scalar_metadata().SerializeToString()
@@ -70,7 +70,7 @@ def test_rows_hold_their_columns_and_sparse_ones_only_where_present():
 
 def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path):
     """Read as TensorBoard's Python loader reads it (the data server: test_tensorboard_e2e)."""
-    from tb_trainhealth.callback.health_writer import HealthWriter
+    from tb_trainhealth.callback.record.health_writer import HealthWriter
 
     writer = HealthWriter(str(tmp_path))
     steps = np.array([5, 6, 7])
@@ -109,7 +109,7 @@ def test_health_writer_writes_one_event_per_row_that_tensorboard_reads(tmp_path)
 
 
 def test_plain_scalars_are_thinned_after_the_first_steps_but_not_nan_the_newest_or_sparse_ones(tmp_path):
-    from tb_trainhealth.callback.health_writer import HealthWriter
+    from tb_trainhealth.callback.record.health_writer import HealthWriter
 
     writer = HealthWriter(str(tmp_path))
     steps = np.arange(tags.SCALARS_DENSE_STEPS - 4, tags.SCALARS_DENSE_STEPS + 26)

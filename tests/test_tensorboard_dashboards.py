@@ -11,7 +11,7 @@ from tensorboard_process import get_json, running_tensorboard, wait_for
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.contract import tags
-from tb_trainhealth.logdir import open_logdir
+from tb_trainhealth.read.logdir import open_logdir
 
 EPOCH_LOGS = {"epoch/loss", "epoch/accuracy", "epoch/val_loss", "epoch/val_accuracy"}
 

@@ -184,8 +184,8 @@ def test_keras_3_models_never_import_tf_keras_and_callbacks_speak_both_protocols
     callbacks answer tf_keras' CallbackList questions the way its own Callback base would."""
     import keras
 
+    from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras, keras_of
     from tb_trainhealth.callback.health_callback import HealthCallback
-    from tb_trainhealth.callback.keras_flavor import is_tf_keras, keras_of
     from tb_trainhealth.callback.training import _EpochTracker
 
     imported_before = "tf_keras" in sys.modules

@@ -85,7 +85,7 @@ def test_a_run_cheaper_than_the_least_cost_is_budgeted_at_the_least(monkeypatch)
 
 def test_a_fits_first_mid_run_diagnosis_waits_for_its_share_of_the_fit(tmp_path, monkeypatch):
     from tb_trainhealth.callback import live_diagnosis
-    from tb_trainhealth.callback.recording import Recording
+    from tb_trainhealth.callback.record.recording import Recording
 
     clock = FakeClock()
     monkeypatch.setattr(time_budget, "time", clock)

@@ -1,4 +1,4 @@
-"""Issue 23: runs that train without an error and learn the wrong thing get their cause named.
+"""Runs that train without an error and learn the wrong thing get their cause named.
 
 Real training (demo/scenarios.py WRONG_CAUSE_SCENARIOS: each class on an MLP and a CNN, each
 with a healthy twin), and the rules on synthetic signals at their thresholds' edges."""
@@ -13,7 +13,7 @@ from scenarios import WRONG_CAUSE_SCENARIOS
 
 import tb_trainhealth
 from tb_trainhealth import HealthCallback, engine
-from tb_trainhealth.callback.data_lint import check_input_scale
+from tb_trainhealth.callback.lint.data_lint import check_input_scale
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, LintEvent, NonfiniteEvent, WeightInitEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind

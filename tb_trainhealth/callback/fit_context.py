@@ -17,6 +17,7 @@ import numpy as np
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.contract.run_info import CallbackInfo
+from tb_trainhealth.run_paths import is_local
 
 MAX_DEPTH = 12
 
@@ -66,7 +67,7 @@ def plain_scalars_to_write(callbacks: list[Any], log_dir: str) -> tuple[dict[str
 
 
 def _same_dir(a: str, b: str) -> bool:
-    if "://" in a or "://" in b:
+    if not (is_local(a) and is_local(b)):
         return a.rstrip("/") == b.rstrip("/")
     return os.path.normcase(os.path.abspath(os.path.expanduser(a))) == os.path.normcase(
         os.path.abspath(os.path.expanduser(b))

@@ -20,28 +20,29 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tb_trainhealth.callback import crash_guard, fit_context
-from tb_trainhealth.callback.build_up_front import (
+from tb_trainhealth.callback import fit_context
+from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
+from tb_trainhealth.callback.lint.fit_checks import FitChecks
+from tb_trainhealth.callback.lint.pipeline_lint import describe_input, training_data_adapter
+from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
+from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_role
+from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
+from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
+from tb_trainhealth.callback.probe_guard import ProbeGuard, disable_on_error, none_on_error, notice_once
+from tb_trainhealth.callback.record.read_back import TF_KERAS_TIMED_CALLS, ReadBack, ring_capacity
+from tb_trainhealth.callback.record.recording import Recording
+from tb_trainhealth.callback.record.row_recorder import RowRecorder
+from tb_trainhealth.callback.step.build_before_trace import (
     build_compiled_metrics,
     build_from_input,
     build_tf_keras_compiled_metrics,
 )
-from tb_trainhealth.callback.fit_checks import FitChecks
-from tb_trainhealth.callback.input_probe import InputProbe, TfKerasInputProbe
-from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
-from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
-from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_role
-from tb_trainhealth.callback.pipeline_lint import describe_input, training_data_adapter
-from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
-from tb_trainhealth.callback.preflight.run import PREFLIGHT_KERAS_3_ONLY
-from tb_trainhealth.callback.probe_guard import ProbeGuard, guarded, notice_once, quietly
-from tb_trainhealth.callback.read_back import TF_KERAS_TIMED_CALLS, ReadBack, ring_capacity
-from tb_trainhealth.callback.recording import Recording
-from tb_trainhealth.callback.row_recorder import RowRecorder
-from tb_trainhealth.callback.stall_watchdog import watchdog_for
-from tb_trainhealth.callback.step_clock import StepClock
-from tb_trainhealth.callback.step_probe import StepProbe
-from tb_trainhealth.callback.tf_keras_step_probe import TfKerasStepProbe
+from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputProbe
+from tb_trainhealth.callback.step.step_clock import StepClock
+from tb_trainhealth.callback.step.step_probe import StepProbe
+from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
+from tb_trainhealth.callback.watch import crash_guard
+from tb_trainhealth.callback.watch.stall_watchdog import watchdog_for
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import OomEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
@@ -173,7 +174,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         if self._probe is not None:
             self._probe.weights.call_began()
         if self._reads.call_began(self._probe):
-            self._drain()
+            self._read_back_rows()
             self._diagnose_if_due()
 
     def on_test_begin(self, logs=None):
@@ -193,11 +194,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         if self._probe is not None:
             self._probe.weights.epoch_ended()
         if self._reads.due(self._probe):
-            self._drain()
+            self._read_back_rows()
         else:  # short epochs end more often than rows are due: only the step count is read,
             self._count_steps()
             if self._diagnosis_due():  # unless a diagnosis is about to judge every step so far
-                self._drain()
+                self._read_back_rows()
         self._record_epoch(epoch, logs or {})
         if self._checks is not None:
             self._checks.measure_activations(self._step, epoch)
@@ -209,7 +210,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._record_fit_end()
         self._finish()
 
-    @guarded("fit_end")
+    @disable_on_error("fit_end")
     def _record_fit_end(self) -> None:
         """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included).
         Its own guard: a run without its end record would later read as `ended_abruptly`."""
@@ -234,7 +235,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
         self._base_step = self._step if self._retrying else max(iterations, self._step)
         self._step, self._retrying, self._crashed = self._base_step, False, False
-        adapter = quietly(training_data_adapter)
+        adapter = none_on_error(training_data_adapter)
         if legacy:
             build_from_input(model, adapter)
             build_tf_keras_compiled_metrics(model, adapter)
@@ -242,7 +243,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             self._input.before_first_step = functools.partial(build_compiled_metrics, model)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
-        self._fit_callbacks = [c for c in quietly(fit_context.fit_callbacks) or [] if c is not self]
+        self._fit_callbacks = [c for c in none_on_error(fit_context.fit_callbacks) or [] if c is not self]
         recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
         self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
@@ -293,12 +294,12 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             replicas_per_worker=replicas_per_worker(model),
         )
 
-    @guarded("gradients")
+    @disable_on_error("gradients")
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
         self._probe = probe_class.attach(self.model, capacity=ring_capacity(steps_per_call))
         self._probe.weights.begin_fit(steps_per_call, TF_KERAS_TIMED_CALLS if is_tf_keras(self.model) else 0)
 
-    @guarded("crashes")
+    @disable_on_error("crashes")
     def _wrap_step_functions(self) -> None:
         crash_guard.wrap_step_functions(self.model, self._input.call, self.record_crash)
 
@@ -313,7 +314,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._crashed = True
         try:
             recording.keep_on_disk()  # (a worker other than the chief records its own crash)
-            self._drain()
+            self._read_back_rows()
             recording.event(crash_guard.crash_event(error, self._step + 1, self._epoch, phase))
             self._finish()  # diagnose, write, flush, and give the model back its own step
         except Exception as err:  # recording must never mask the user's real exception
@@ -336,14 +337,14 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._input.end_fit()
         if self._checks is not None:
             self._checks.finish()
-        self._drain()
+        self._read_back_rows()
         self._diagnose(final=True)
         self.guard.run("gradients", self._uninstall_probe)
         if self.model is not None:
             crash_guard.unwrap_step_functions(self.model)
         self._flush(close=True)
 
-    @guarded("writer")
+    @disable_on_error("writer")
     def _flush(self, close: bool = False) -> None:
         """Wait for the background writes and flush; `close`: the fit is over, close the file
         once idle (see `Recording`). A failed write (disk full) surfaces here."""
@@ -367,20 +368,20 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
                 self._wrap_step_functions()  # uninstalling put Keras' own train function back
 
     # -- per step ---------------------------------------------------------------------
-    @guarded("gradients")
+    @disable_on_error("gradients")
     def _count_steps(self) -> None:
         """The current step, without reading the rows back (the next read-back writes them)."""
         if self._probe is not None:
             self._step = self._base_step + self._probe.ring.rows_written()
 
-    @guarded("gradients")
-    def _drain(self) -> None:
+    @disable_on_error("gradients")
+    def _read_back_rows(self) -> None:
         step = self._reads.read(self._probe, self._rows, self._base_step, self._watch.add_step_times)
         if step is not None:
             self._step = step
 
     # -- per epoch ----------------------------------------------------------------------
-    @guarded("epoch")
+    @disable_on_error("epoch")
     def _record_epoch(self, epoch: int, logs: dict[str, Any]) -> None:
         values = fit_context.epoch_values(logs)
         if values and self._recording is not None:
@@ -407,7 +408,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             self.model.stop_training = True
         self._write_events()
 
-    @guarded("writer")
+    @disable_on_error("writer")
     def _write_events(self) -> None:
         if self._recording is not None:
             self._recording.write_events(self._step)

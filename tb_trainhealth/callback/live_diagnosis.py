@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tb_trainhealth import engine
-from tb_trainhealth.callback.recording import Recording
+from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.time_budget import TimeBudget
 from tb_trainhealth.contract.events import FindingEvent
 from tb_trainhealth.findings import Finding, Severity

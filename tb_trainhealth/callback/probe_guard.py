@@ -48,7 +48,7 @@ class ProbeGuard:
             return None
 
 
-def guarded(probe: str):
+def disable_on_error(probe: str):
     """Decorate a method of an object with a `guard: ProbeGuard` attribute."""
 
     def decorate(method):
@@ -72,7 +72,7 @@ def notice_once(notice: str) -> None:
         logger.warning(notice)
 
 
-def quietly(function: Callable[[], Any]) -> Any:
+def none_on_error(function: Callable[[], Any]) -> Any:
     """Best-effort context for the record: None rather than an error."""
     try:
         return function()

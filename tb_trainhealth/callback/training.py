@@ -9,9 +9,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol
 from tb_trainhealth.callback.health_callback import HealthCallback
-from tb_trainhealth.callback.keras_flavor import TfKerasCallbackProtocol
-from tb_trainhealth.callback.memory import device_memory_mb, host_rss_mb
+from tb_trainhealth.callback.step.memory import device_memory_mb, host_rss_mb
 
 logger = logging.getLogger(__name__)
 

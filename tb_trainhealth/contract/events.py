@@ -67,7 +67,7 @@ class NonfiniteEvent(Event):
 
 @dataclasses.dataclass(frozen=True)
 class NanOriginEvent(Event):
-    """Where the first NaN came from, found by replaying its batch (see callback/nan_origin.py)."""
+    """Where the first NaN came from, found by replaying its batch (see callback/nan/nan_origin.py)."""
 
     kind: ClassVar[EventKind] = EventKind.NAN_ORIGIN
 
@@ -115,7 +115,7 @@ class LintEvent(Event):
 
 @dataclasses.dataclass(frozen=True)
 class PipelineLintEvent(Event):
-    """A tf.data pipeline built in a known-slow or wrong way (callback/pipeline_lint.py)."""
+    """A tf.data pipeline built in a known-slow or wrong way (callback/lint/pipeline_lint.py)."""
 
     kind: ClassVar[EventKind] = EventKind.PIPELINE_LINT
     urgent: ClassVar[bool] = True

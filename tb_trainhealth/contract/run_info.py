@@ -48,7 +48,7 @@ class RunInfo:
     learning_rate: float | None = None  # at the start of the fit (a schedule's first value)
     clips_gradients: bool = False  # the optimizer has clipnorm, global_clipnorm or clipvalue
     callbacks: tuple[CallbackInfo, ...] = ()
-    # The stall watchdog ran (issue 22): a run without it is never judged `ended_abruptly`.
+    # The stall watchdog ran: a run without it is never judged `ended_abruptly`.
     watchdog: bool = False
     stall_after: float | None = None  # as the user set it; None: the default allowance
     # Under a multi-worker strategy (MultiWorkerMirroredStrategy), replicas per worker: replicas

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-# Issue 22: the default allowance is the larger of 5 minutes and 20x the median step time
+# The default allowance is the larger of 5 minutes and 20x the median step time
 # after warm-up. 5 minutes is longer than any healthy pause of a steady run we know of (a
 # checkpoint save, a shuffle buffer refilling at an epoch's start) and still well inside a
 # job's time limit; 20x the median covers runs whose steps are slow by nature.

@@ -18,7 +18,7 @@ import time
 from tensorboard import context as tb_context
 
 from tb_trainhealth.diagnosis import Diagnosis, diagnose_run
-from tb_trainhealth.reader import RunGroup, SignalReader
+from tb_trainhealth.read.reader import RunGroup, SignalReader
 
 WORKERS = 4
 ANSWER_WITHIN_SECONDS = 2.0

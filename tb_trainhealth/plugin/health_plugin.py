@@ -22,12 +22,13 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_trainhealth import event_files
 from tb_trainhealth.contract import series, tags
 from tb_trainhealth.findings import STATUS_ORDER
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.plugin.lead_chart import lead_chart
-from tb_trainhealth.reader import SignalReader
+from tb_trainhealth.read import event_files
+from tb_trainhealth.read.reader import SignalReader
+from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.signals import RunSignals
 from tb_trainhealth.timeline import timeline
 
@@ -95,7 +96,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         # --logdir_spec leaves context.logdir empty).
         logdir = getattr(context, "logdir", None) or ""
         self._files = (
-            event_files.BackgroundChecker(logdir, ttl=LISTING_TTL_SECONDS) if logdir and "://" not in logdir else None
+            event_files.BackgroundChecker(logdir, ttl=LISTING_TTL_SECONDS) if logdir and is_local(logdir) else None
         )
         if self._files is not None:
             self._files.latest(wait=0)  # under way before the first request, beside TensorBoard's loading

@@ -72,7 +72,7 @@ _BROKEN_SET_UP = {
     "loss_metric_mismatch": Severity.WARNING,
 }
 
-# Issue 23: a cause found from the set-up explains the symptom rules' findings, which would
+# A cause found from the set-up explains the symptom rules' findings, which would
 # otherwise name a wrong cause (lower the learning rate, overfitting, a plateau, dead units).
 # Initial weights too large (or symmetric) explain the NaN, the blow-up before it, the plateau.
 _BAD_INIT = {"bad_initialization": Severity.CRITICAL}

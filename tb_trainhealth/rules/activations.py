@@ -11,7 +11,7 @@ from __future__ import annotations
 from tb_trainhealth.contract.events import ActivationsEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 LAYER_SHARE = 0.5

@@ -22,7 +22,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 # Imbalanced: the largest class holds at least this share of the sampled labels (with balanced

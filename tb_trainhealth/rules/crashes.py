@@ -12,7 +12,7 @@ import re
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, OomEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 SHAPE_MISMATCH = "shape mismatch"

@@ -15,7 +15,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import LINT_NOT_FACTS, event_facts, fact
+from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 

@@ -32,7 +32,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 # A kernel whose standard deviation is below this share of its mean magnitude holds one value

@@ -20,7 +20,7 @@ from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import event_facts, fact
+from tb_trainhealth.rules.fact_text import event_facts, fact
 from tb_trainhealth.signals import RunSignals, Series
 
 HIGHLY_INPUT_BOUND = 0.20  # XProf: "highly input-bound"

@@ -49,7 +49,7 @@ _LINT_CAUSES = frozenset({
     LintCheck.CONSTANT_INPUT, LintCheck.FRACTIONAL_SPARSE_LABELS, LintCheck.TINY_INPUT,
 })  # fmt: skip
 # Lint findings that explain a plateau entirely: the plateau finding would only repeat them with
-# a wrong first guess (inputs scaled to almost nothing: the model cannot see them; issue 23).
+# a wrong first guess (inputs scaled to almost nothing: the model cannot see them).
 _LINT_EXPLAINS = frozenset({LintCheck.TINY_INPUT})
 # A peak learning rate below this is a likely reason for no progress.
 LOW_LR = 1e-5

@@ -27,7 +27,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 HIGH_ACCURACY = 0.9

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import event_facts
+from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.signals import RunSignals
 
 _EXPLAIN = {

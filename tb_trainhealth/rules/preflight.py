@@ -15,7 +15,7 @@ import dataclasses
 from tb_trainhealth.contract.events import PreflightEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import event_facts
+from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.signals import RunSignals
 
 # -- initial loss --------------------------------------------------------------------------

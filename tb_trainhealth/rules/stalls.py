@@ -1,6 +1,6 @@
 """`training_stalled` and `ended_abruptly`: runs that stop moving without an exception.
 
-The watchdog (callback/stall_watchdog.py) records what it saw: a `stall` event with the phase
+The watchdog (callback/watch/stall_watchdog.py) records what it saw: a `stall` event with the phase
 and where each thread was, a `resumed` event when a step finished again. Which place to name
 and what to fix there is decided here, so older logs get better advice as the rules improve.
 `ended_abruptly` needs the time of the diagnosis (`RunSignals.now`) and of the run's newest
@@ -25,7 +25,7 @@ from tb_trainhealth.contract.events import (
     ThreadPlace,
 )
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.facts import fact
+from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
 # A live run's newest write can look this old to a reader: rows are flushed every 10 s

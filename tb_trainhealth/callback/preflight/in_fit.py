@@ -18,7 +18,7 @@ import keras
 
 from tb_trainhealth.callback.preflight.batch import take_batch
 from tb_trainhealth.callback.preflight.run import FIT_SAMPLES, measure
-from tb_trainhealth.callback.recording import Recording
+from tb_trainhealth.callback.record.recording import Recording
 
 # At train start the preflight takes at most this long (a healthy small model needs 1-4 s).
 FIT_PREFLIGHT_SECONDS = 30.0

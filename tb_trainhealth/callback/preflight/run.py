@@ -17,16 +17,16 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth import engine
-from tb_trainhealth.callback.data_lint import BatchLint
 from tb_trainhealth.callback.fit_context import optimizer_settings
-from tb_trainhealth.callback.keras_flavor import is_tf_keras
-from tb_trainhealth.callback.model_lint import lint_layers, lint_model, loss_of
+from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras
+from tb_trainhealth.callback.lint.data_lint import BatchLint
+from tb_trainhealth.callback.lint.model_lint import lint_layers, lint_model, loss_of
+from tb_trainhealth.callback.lint.weight_init import weight_init
 from tb_trainhealth.callback.preflight.batch import Batch, take_batch
 from tb_trainhealth.callback.preflight.clone import CloneError, clone_compiled
 from tb_trainhealth.callback.preflight.gradients import check_gradients
 from tb_trainhealth.callback.preflight.initial_loss import baseline_and_floor, expected_initial_loss, label_smoothing
 from tb_trainhealth.callback.preflight.small_batch import finite_or_none, inference_loss, overfit, zeroed_control
-from tb_trainhealth.callback.weight_init import weight_init
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import Event, PreflightEvent
 from tb_trainhealth.contract.run_info import RunInfo
@@ -282,7 +282,7 @@ def judge(model: keras.Model, events: list[Event]) -> list[Finding]:
 
 def write(log_dir: str, model: keras.Model, events: list[Event]) -> None:
     """The run info and the events under the preflight tag: the run's preflight in the tab and CLI."""
-    from tb_trainhealth.callback.health_writer import HealthWriter
+    from tb_trainhealth.callback.record.health_writer import HealthWriter
 
     writer = HealthWriter(log_dir)
     try:

@@ -1,0 +1,370 @@
+"""First-batch lint: do the labels fit the loss and the last layer, is the input on a
+trainable scale? And label statistics for the constant-predictor baseline.
+
+The batches come from the input-wait probe, which already holds each one on the
+host before its step runs, so a label mistake that crashes the first step is still
+recorded. Checks run on the first batch; class counts and target moments gather
+over the first `LABEL_BATCHES` batches. Returns plain events; the read-side rules
+`label_problem`, `output_loss_mismatch` and `unnormalized_input` explain them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tb_trainhealth.callback.frameworks.which_keras import keras_of
+from tb_trainhealth.callback.lint.model_lint import loss_of, output_activation
+from tb_trainhealth.callback.lint.submodel import call_submodel
+from tb_trainhealth.contract.events import LintEvent
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, REGRESSION_LOSSES, LintCheck, LossKind
+
+LABEL_BATCHES = 20
+# What each last-layer activation can output (None: unbounded on that side).
+OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "sigmoid": (0.0, 1.0),
+    "softmax": (0.0, 1.0),
+    "tanh": (-1.0, 1.0),
+    "relu": (0.0, None),
+    "softplus": (0.0, None),
+    "elu": (-1.0, None),
+}
+# Inputs whose typical magnitude is beyond this are far outside the scale weights are
+# initialised for (Glorot/He assume unit-variance inputs): raw 0-255 pixels, prices, counts.
+UNNORMALIZED_SCALE = 20.0
+# Inputs whose largest magnitude is below this are scaled to almost nothing: pixels divided by
+# 255 twice (max 0.0039), a unit conversion applied twice. The first layer's outputs are then
+# its biases, and its kernel must grow ~1000x before the input counts. Judged on the largest
+# value, not the RMS: sparse features (one-hot, bag of words) have a tiny RMS but values ~1,
+# and L2-normalised dense vectors of 10k dimensions still reach ~0.04.
+TINY_INPUT_MAX = 0.01
+# ...or dense inputs (at least half the values non-zero) whose RMS is below this: standardised
+# features divided by 255 again (RMS 0.0039, their tails reach 0.02). L2-normalised dense
+# vectors only get there beyond 40,000 dimensions.
+TINY_INPUT_RMS = 0.005
+DENSE_SHARE = 0.5
+# Layers that normalise or look up their input themselves: their models take raw values.
+# (Rescaling is plain arithmetic: what comes out of it is judged, so a Rescaling(1/255) on data
+# already in [0, 1] is seen.)
+_SELF_SCALING = (
+    "Normalization",
+    "BatchNormalization",
+    "LayerNormalization",
+    "GroupNormalization",
+    "UnitNormalization",
+    "Embedding",
+    "StringLookup",
+    "IntegerLookup",
+    "TextVectorization",
+    "Hashing",
+    "CategoryEncoding",
+    "Discretization",
+)
+# keras.applications models whose pretrained weights expect "caffe" inputs (mean-subtracted
+# 0-255 BGR, RMS ~60): the right scale for them, whatever the first layer's size says.
+_CAFFE_MODE_APPLICATIONS = ("vgg16", "vgg19", "resnet50", "resnet101", "resnet152")
+# Share of one class in the sampled labels above which the labels cannot teach anything.
+SINGLE_CLASS_SHARE = 0.99
+MAX_TRACKED_CLASSES = 1000
+# The activation probe's batch grows from the first batches to at least this many samples,
+# so a small batch size still gives each unit enough chances to fire.
+PROBE_SAMPLES = 64
+# The input scale is judged once the first batches hold this many samples together.
+SCALE_SAMPLES = 32
+
+
+def _split(batch: Any) -> tuple[Any, Any]:
+    if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+        return batch[0], batch[1]
+    return batch, None
+
+
+def gathered(batch: Any) -> Any:
+    """A batch a distribution strategy split over replicas, put back together on the host
+    (each replica's shard in order), so the checks and the probe see the whole batch."""
+
+    def gather(value: Any) -> Any:
+        if isinstance(value, tf.distribute.DistributedValues):
+            return tf.concat(list(value.values), axis=0)
+        return value
+
+    return tf.nest.map_structure(gather, batch)
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """A plain tensor's values on the host; None for dicts, ragged, per-replica values."""
+    if isinstance(value, np.ndarray):
+        return value
+    if tf.is_tensor(value) and not isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+        return value.numpy()
+    return None
+
+
+def _is_integral(values: np.ndarray) -> bool:
+    return values.size > 0 and np.issubdtype(values.dtype, np.number) and bool(np.all(np.mod(values, 1) == 0))
+
+
+def ignore_class_of(model: keras.Model) -> int | None:
+    """The label a sparse cross-entropy skips (`ignore_class=`, e.g. 255 for unlabelled pixels)."""
+    loss = getattr(model, "loss", None)
+    value = loss.get_config().get("ignore_class") if isinstance(loss, keras_of(model).losses.Loss) else None
+    return value if isinstance(value, int) else None
+
+
+def check_labels(
+    loss: LossKind, units: int | None, labels: np.ndarray, ignore_class: int | None = None
+) -> list[LintEvent]:
+    """Labels that do not fit the loss (each check as Keras' losses define their targets)."""
+    if labels.size == 0 or not np.issubdtype(labels.dtype, np.number):
+        return []
+    if ignore_class is not None and loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY:
+        labels = labels[labels != ignore_class]
+        if labels.size == 0:
+            return []
+    low, high = float(np.min(labels)), float(np.max(labels))
+
+    def found(check: LintCheck, classes: int | None = None) -> list[LintEvent]:
+        shape = tuple(int(n) for n in labels.shape)
+        return [
+            LintEvent(
+                0, check, loss=loss, units=units, label_min=low, label_max=high, label_shape=shape, classes=classes
+            )
+        ]
+
+    one_column = labels.ndim == 1 or labels.shape[-1] == 1
+    if loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1 and one_column and _is_integral(labels):
+        return found(LintCheck.INTEGER_LABELS_FOR_CATEGORICAL)
+    # One-hot rows are as wide as the output; sparse labels of sequences or images also have
+    # extra axes, but their last axis is time or width.
+    sparse = loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
+    if sparse and np.issubdtype(labels.dtype, np.floating) and not _is_integral(labels):
+        # The sparse loss casts labels to integer class ids: 0.3 and 0.9 both become class 0.
+        classes = int(np.unique(np.floor(labels[np.isfinite(labels)])).size)
+        return found(LintCheck.FRACTIONAL_SPARSE_LABELS, classes)
+    if sparse and labels.ndim >= 2 and labels.shape[-1] == units:
+        rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
+        if rows_one_hot:
+            return found(LintCheck.ONEHOT_LABELS_FOR_SPARSE)
+    if sparse and units and (high >= units or low < 0):
+        return found(LintCheck.LABEL_OUT_OF_RANGE)
+    if loss == LossKind.BINARY_CROSSENTROPY and (low < 0 or high > 1):
+        classes = int(high) + 1 if _is_integral(labels) and low >= 0 else None
+        return found(LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL, classes)
+    return []
+
+
+def check_output_range(loss: LossKind, activation: str, layer: str, targets: np.ndarray) -> list[LintEvent]:
+    """Regression targets the last layer's activation cannot produce."""
+    if loss not in REGRESSION_LOSSES or activation not in OUTPUT_RANGES or targets.size == 0:
+        return []
+    low, high = OUTPUT_RANGES[activation]
+    target_low, target_high = float(np.min(targets)), float(np.max(targets))
+    below = low is not None and target_low < low - 1e-6
+    above = high is not None and target_high > high + 1e-6
+    if not (below or above):
+        return []
+    return [
+        LintEvent(
+            0,
+            LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
+            loss=loss,
+            layer=layer,
+            activation=activation,
+            output_range=(low, high),
+            label_min=target_low,
+            label_max=target_high,
+        )
+    ]
+
+
+def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
+    """What the first layer with trainable weights receives for this batch: the scale its
+    initialisation assumes. None when that is unknowable or the model scales input itself
+    (a normalising layer, a pretrained backbone with its own preprocessing, a subclassed model)."""
+    layers = getattr(model, "layers", [])
+    if model.name in _CAFFE_MODE_APPLICATIONS:
+        return None
+    for layer in layers:
+        if isinstance(layer, keras_of(model).Model) or type(layer).__name__ in _SELF_SCALING:
+            return None
+        if layer.trainable_weights:
+            break
+    else:
+        return None
+    if not getattr(model, "inputs", None):
+        return None
+    if layer.input is model.inputs[0]:
+        return _as_array(inputs)
+    try:  # a shared layer has no single input; a foreign graph may not rebuild
+        return _as_array(call_submodel(keras_of(model).Model(model.inputs, layer.input), inputs))
+    except Exception:
+        return None
+
+
+def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
+    """Float inputs to the first weighted layer far from unit scale (after whatever
+    Rescaling, Lambda or arithmetic the model applies first)."""
+    values = first_layer_input(model, inputs)
+    if values is None or values.size == 0 or not np.issubdtype(values.dtype, np.floating):
+        return []
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return []
+    if finite.min() == finite.max():  # e.g. uint8 pixels "normalised" with x // 255
+        return [LintEvent(0, LintCheck.CONSTANT_INPUT, input_value=float(finite[0]))]
+    scale = float(np.sqrt(np.mean(np.square(finite, dtype=np.float64))))  # RMS: typical magnitude
+    dense = np.count_nonzero(finite) >= DENSE_SHARE * finite.size
+    if float(np.max(np.abs(finite))) < TINY_INPUT_MAX or (dense and scale < TINY_INPUT_RMS):
+        return [
+            LintEvent(
+                0, LintCheck.TINY_INPUT, input_rms=scale, input_min=float(finite.min()), input_max=float(finite.max())
+            )
+        ]
+    if scale < UNNORMALIZED_SCALE:
+        return []
+    return [
+        LintEvent(
+            0,
+            LintCheck.UNNORMALIZED_INPUT,
+            input_rms=scale,
+            input_min=float(finite.min()),
+            input_max=float(finite.max()),
+        )
+    ]
+
+
+class BatchLint:
+    """Lints the first batch at once; gathers label statistics over the first LABEL_BATCHES."""
+
+    def __init__(self, model: keras.Model):
+        self.model = model
+        self.loss, _ = loss_of(model)
+        self.activation, self.layer, self.units = output_activation(model)
+        self.ignore_class = ignore_class_of(model)
+        self.batches_seen = 0
+        self._class_counts: np.ndarray | None = None
+        self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
+        self._statistics_given = False
+        self._scale_checked = False
+        self.first_inputs: Any = None  # the first batches' inputs: the activation probe's batch
+
+    @property
+    def done(self) -> bool:
+        return self.batches_seen >= LABEL_BATCHES
+
+    def inspect(self, batch: Any) -> list[LintEvent]:
+        """Events for this batch (checks on the first; label statistics after the last sampled one)."""
+        self.batches_seen += 1
+        inputs, labels = _split(gathered(batch))
+        labels = _as_array(labels)
+        events: list[LintEvent] = []
+        self._grow_probe_batch(inputs)
+        if self.batches_seen == 1:
+            events += self._first_batch(labels)
+        if not self._scale_checked and (self._probe_samples() >= SCALE_SAMPLES or self.done):
+            events += self._input_scale()
+        if labels is not None and (self.loss is not None or self._custom_classifier):
+            self._gather(labels)
+        if self.batches_seen == LABEL_BATCHES:
+            events += self.label_statistics()
+        return events
+
+    def _probe_samples(self) -> int:
+        first = tf.nest.flatten(self.first_inputs)[0] if self.first_inputs is not None else None
+        return int(first.shape[0] or 0) if tf.is_tensor(first) else 0
+
+    def _input_scale(self) -> list[LintEvent]:
+        """Input scale, judged on the first batches together (SCALE_SAMPLES samples, or what the
+        fit had): with batch_size=1 one row that happens to be constant says nothing."""
+        self._scale_checked = True
+        inputs = _as_array(self.first_inputs)
+        return check_input_scale(self.model, inputs) if inputs is not None else []
+
+    def _grow_probe_batch(self, inputs: Any) -> None:
+        if self.first_inputs is None:
+            self.first_inputs = inputs
+            return
+        first = tf.nest.flatten(self.first_inputs)[0]
+        if not tf.is_tensor(first) or first.shape[0] is None or first.shape[0] >= PROBE_SAMPLES:
+            return
+        try:  # per-replica or ragged values do not concatenate: keep the first batch
+            self.first_inputs = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0), self.first_inputs, inputs)
+        except Exception:
+            return
+
+    def _first_batch(self, labels: np.ndarray | None) -> list[LintEvent]:
+        events = []
+        if labels is not None and self.loss is not None:
+            events += check_labels(self.loss, self.units, labels, self.ignore_class)
+            if self.activation is not None:
+                events += check_output_range(self.loss, self.activation, self.layer, labels)
+        return events
+
+    @property
+    def _custom_classifier(self) -> bool:
+        """A loss of the user's own (or a bare function) on several output units: the class counts
+        still say what chance and a correct cross-entropy look like (rules/loss_metric.py)."""
+        return self.loss is None and (self.units or 0) > 1
+
+    def _gather(self, labels: np.ndarray) -> None:
+        if self.loss in CATEGORICAL_LOSSES or self._custom_classifier:
+            if self.ignore_class is not None:
+                labels = labels[labels != self.ignore_class]
+            one_hot = self.loss == LossKind.CATEGORICAL_CROSSENTROPY or (
+                labels.ndim >= 2 and labels.shape[-1] == self.units
+            )
+            if one_hot and labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
+                counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
+            elif _is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
+                counts = np.bincount(labels.astype(np.int64).reshape(-1))
+            else:
+                return
+            if self._class_counts is None:
+                self._class_counts = np.zeros(len(counts))
+            if len(counts) > len(self._class_counts):
+                self._class_counts = np.pad(self._class_counts, (0, len(counts) - len(self._class_counts)))
+            self._class_counts[: len(counts)] += counts
+        elif self.loss in REGRESSION_LOSSES or self.loss == LossKind.BINARY_CROSSENTROPY:
+            values = labels.astype(np.float64).reshape(-1)
+            values = values[np.isfinite(values)]
+            self._moments += (values.size, values.sum(), np.square(values).sum())
+
+    def label_statistics(self) -> list[LintEvent]:
+        """Once: class counts (classification) or target mean/variance (regression), and
+        `single_class` when nearly every sampled label is one class."""
+        if (self.loss is None and not self._custom_classifier) or self._statistics_given or self.batches_seen == 0:
+            return []
+        self._statistics_given = True
+        base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen}
+        if self._class_counts is not None and self._class_counts.sum() > 0:
+            counts = self._class_counts
+            stats = LintEvent(0, LintCheck.LABEL_STATISTICS, class_counts=tuple(counts.tolist()), **base)
+            top = int(np.argmax(counts))
+            share = float(counts[top] / counts.sum())
+            classes_expected = max(self.units or 0, len(counts))
+            if classes_expected > 1 and share >= SINGLE_CLASS_SHARE:
+                single = LintEvent(
+                    0,
+                    LintCheck.SINGLE_CLASS,
+                    label_class=top,
+                    share=share,
+                    labels=int(counts.sum()),
+                    batches=self.batches_seen,
+                )
+                return [stats, single]
+            return [stats]
+        if self._moments[0] > 0:
+            count, total, squares = self._moments
+            mean = total / count
+            variance = float(max(squares / count - mean**2, 0.0))
+            return [
+                LintEvent(0, LintCheck.LABEL_STATISTICS, count=int(count), mean=float(mean), variance=variance, **base)
+            ]
+        return []
+
+    def finish(self) -> list[LintEvent]:
+        """The input scale and label statistics of a fit shorter than the batches they sample."""
+        return ([] if self._scale_checked else self._input_scale()) + self.label_statistics()

@@ -1,0 +1,392 @@
+"""Health values computed inside the real training step, from its own gradients.
+
+Keras 3 (TF backend) gives callbacks only `logs`; the gradients exist only inside
+`train_step`. We wrap two methods of the model's optimizer instance, which every
+standard `train_step` (and most custom ones) call:
+
+- `scale_loss(loss)`: sees the batch loss (before loss scaling);
+- `apply(grads, variables)`: sees the gradients actually applied.
+
+Inside the compiled step the wrapper reduces the gradients to one small row (loss,
+global norm, lr, per-layer norms; layout in `row_layout`) and
+writes it into a ring buffer of variables (`row_buffer`); per-layer weight and update
+norms are sampled between steps (`weight_norms`) and joined to the rows on the host. No extra
+forward/backward pass, no summary op inside the (possibly XLA-compiled) step; the
+callback reads the buffer every few steps and writes summaries outside it. The
+first-NaN replay (`nan_replay`) is called from the same wrappers.
+
+Under a distribution strategy `apply` runs once per replica on that replica's
+gradients; Keras all-reduces them inside it (`_all_reduce_sum_gradients`). The
+norms are taken from the all-reduced gradients (hooked there, so no extra
+all-reduce of gradients), the row is written by replica 0 only, and one small
+all-reduce carries the global loss and which replicas had non-finite gradients.
+
+A model keeps its probe and instrumented train function between fits (`StepProbe.attach`):
+the same model fitting again with a new HealthCallback is not traced again, as Keras alone
+would not trace it again. Anything that makes Keras rebuild its own train function
+(`compile`, a new optimizer, other trainable variables) makes a new probe too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tensorflow as tf
+
+from tb_trainhealth.callback.frameworks.which_keras import variable_path
+from tb_trainhealth.callback.nan.nan_replay import NanReplay
+from tb_trainhealth.callback.step.build_before_trace import build_optimizer
+from tb_trainhealth.callback.step.row_buffer import RowBuffer
+from tb_trainhealth.callback.step.row_layout import (
+    NOT_SAMPLED,
+    LayerLayout,
+    Rows,
+    row_width,
+)
+from tb_trainhealth.callback.step.weight_norms import WeightNorms, layer_half_sumsq
+
+if TYPE_CHECKING:
+    import keras
+
+logger = logging.getLogger(__name__)
+
+
+Apply = Callable[..., Any]  # the optimizer's own `apply(grads, trainable_variables=None)`
+# Where a model keeps the probe of its last fit (set with object.__setattr__: not tracked by Keras).
+_ATTACHED = "_trainhealth_step_probe"
+
+
+def _probe_failed() -> None:
+    """Never break the user's step: if tracing the probe fails, lose the probe, not the training."""
+    logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
+
+
+def _replica_id() -> int:
+    """This replica's index in the sync group while tracing a replicated step (0 otherwise)."""
+    context = tf.distribute.get_replica_context()
+    replica = tf.get_static_value(context.replica_id_in_sync_group) if context is not None else 0
+    return int(replica) if replica is not None else 0
+
+
+def _float_scalar(value: Any) -> tf.Tensor:
+    """`value` as a float32 scalar; no op where it already is one."""
+    value = tf.cast(value, tf.float32)
+    return value if value.shape.rank == 0 else tf.reshape(value, [])
+
+
+def _all_finite(grads: list) -> tf.Tensor:
+    """One fused reduction per gradient: a sum of squares is finite iff every element is."""
+    terms = [
+        tf.nn.l2_loss(tf.cast(g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
+        for g in grads
+        if g is not None
+    ]
+    return tf.math.is_finite(tf.add_n(terms)) if terms else tf.constant(True)
+
+
+def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
+    """The touched rows of a sparse (embedding) gradient with duplicate indices summed,
+    so its norm is the norm of the gradient actually applied; never the full table."""
+    unique, positions = tf.unique(grad.indices)
+    return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientStats:
+    layer_half_sumsq: tf.Tensor  # per layer, unscaled (tf.nn.l2_loss: the host takes the norms)
+    total_half_sumsq: tf.Tensor
+
+
+class StepProbe:
+    """Installs the optimizer wrappers and owns the ring buffer they write.
+
+    Rows are counted from the start of the current fit (`begin_fit`); the buffer and its
+    count go on across the fits of one model."""
+
+    # The optimizer methods wrapped on the instance, and the updater's all-reduce (Keras 3's
+    # names; `tf_keras_step_probe` has tf_keras' own).
+    OPTIMIZER_HOOKS = ("scale_loss", "apply")
+    ALL_REDUCE_HOOK = "_all_reduce_sum_gradients"
+
+    @classmethod
+    def attach(cls, model: keras.Model, capacity: int, localize_nan: bool = True) -> StepProbe:
+        """The probe for this fit, installed: the model's previous one when its instrumented
+        train function still fits the model (no second trace), else a new one."""
+        previous = model.__dict__.get(_ATTACHED)
+        reusable = previous is not None and previous._still_fits(model, capacity, localize_nan)
+        probe = previous if reusable else cls(model, capacity, localize_nan)
+        probe.install()
+        return probe
+
+    def __init__(self, model: keras.Model, capacity: int, localize_nan: bool = True) -> None:
+        self.model = model
+        # (fit() calls callbacks outside the strategy's scope: ask the model, not the context.)
+        self.replicas = int(getattr(model.distribute_strategy, "num_replicas_in_sync", 1))
+        # Per replica, while tracing its step: what goes into the all-reduce, what comes out.
+        self._to_share: dict[int, tf.Tensor] = {}
+        self._reduced: dict[int, tuple[GradientStats, tf.Tensor | None]] = {}
+        self.optimizer = model.optimizer
+        self.layout = LayerLayout.of(model)
+        # Keras hands the all-reduce its backend (tf) variables: map those to layers too.
+        self._layer_of_backend_variable = {
+            id(getattr(v, "_value", v)): self.layout.var_to_layer[variable_path(v)] for v in model.trainable_variables
+        }
+        self.ring = RowBuffer(capacity, row_width(len(self.layout.names)))
+        self.weights = WeightNorms(self.layout, model)  # sampled from the host, between steps
+        self.loss_captured = False
+        self._loss = None
+        # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
+        replayable = localize_nan and not model.jit_compile and self.replicas == 1
+        self._nan = NanReplay(model, self.ring.count, enabled=replayable, check_batch=not self.uses_loss_scale)
+        self._installed = False
+        self._localize_nan = localize_nan
+        # What the instrumented function was traced for; Keras' own function, put back between fits.
+        self._variables = tuple(id(v) for v in model.trainable_variables)
+        self._keras_function: Any = None
+        self._instrumented: Any = None
+
+    def _still_fits(self, model: keras.Model, capacity: int, localize_nan: bool) -> bool:
+        """Whether this probe's instrumented train function is still the right one for `model`:
+        Keras' own function is the one this probe put back (no compile since), same optimizer,
+        same trainable variables, same buffer."""
+        return (
+            self._instrumented is not None
+            and model.train_function is self._keras_function
+            and model.optimizer is self.optimizer
+            and self._variables == tuple(id(v) for v in model.trainable_variables)
+            and (self.ring.capacity, self._localize_nan) == (capacity, localize_nan)
+        )
+
+    @property
+    def nan_origins(self) -> list[dict[str, Any]]:
+        """Origins of non-finite values found by the replay, each with its "row"; the reader clears it."""
+        return self._nan.origins
+
+    def rearm_nan_replay(self) -> None:
+        """A replayed batch's NaN never reached the update (see `NanReplay.rearm`)."""
+        self._nan.rearm()
+
+    @property
+    def uses_loss_scale(self) -> bool:
+        return hasattr(self.optimizer, "inner_optimizer")
+
+    # -- installing ---------------------------------------------------------------
+    def install(self) -> None:
+        """Wrap the optimizer (and train_step) and put the instrumented train function in
+        place: this probe's from an earlier fit, or a new one traced on its first call. The
+        wrappers stay for the whole fit: a new input shape retraces with them."""
+        self._wrap_optimizer()
+        if self.replicas > 1:
+            self._wrap_all_reduce()
+        if self._nan.enabled:
+            self._wrap_train_step()
+        self._installed = True
+        self._keras_function = self.model.train_function
+        if self._instrumented is None:
+            build_optimizer(self.model)
+            self.model.make_train_function(force=True)
+            self._instrumented = self.model.train_function
+        else:
+            self.model.train_function = self._instrumented
+        self._begin_fit()
+
+    def _begin_fit(self) -> None:
+        self._nan.begin_fit(self.ring.begin_fit())
+
+    def uninstall(self, keep: bool = True) -> None:
+        """Remove the wrappers and give the model back Keras' own train function (also valid
+        mid-fit). `keep`: the model keeps this probe for its next fit (not after a failure)."""
+        if not self._installed:
+            return
+        for name in self.OPTIMIZER_HOOKS:
+            self.optimizer.__dict__.pop(name, None)
+        self._updater.__dict__.pop(self.ALL_REDUCE_HOOK, None)
+        self.model.__dict__.pop("train_step", None)
+        self._installed = False
+        if self._keras_function is not None:
+            self.model.train_function = self._keras_function
+        else:
+            self.model.make_train_function(force=True)
+        if keep:
+            object.__setattr__(self.model, _ATTACHED, self)
+        else:
+            self.model.__dict__.pop(_ATTACHED, None)
+
+    def _wrap_optimizer(self) -> None:
+        optimizer = self.optimizer
+        original_scale_loss, original_apply = optimizer.scale_loss, optimizer.apply
+
+        def scale_loss(loss):
+            self._loss = loss
+            return original_scale_loss(loss)
+
+        def apply(grads, trainable_variables=None):
+            grads = list(grads)
+            scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
+            variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            on_replica = self._apply_replicated if self.replicas > 1 else self._apply_single
+            return on_replica(original_apply, grads, trainable_variables, variables, scale)
+
+        object.__setattr__(optimizer, "scale_loss", scale_loss)
+        object.__setattr__(optimizer, "apply", apply)
+
+    def _wrap_all_reduce(self) -> None:
+        original_all_reduce = self._updater._all_reduce_sum_gradients
+
+        def all_reduce_sum_gradients(grads_and_vars):
+            return self._all_reduce(original_all_reduce, list(grads_and_vars))
+
+        object.__setattr__(self._updater, "_all_reduce_sum_gradients", all_reduce_sum_gradients)
+
+    def _wrap_train_step(self) -> None:
+        original_train_step = self.model.train_step
+
+        def train_step(data):
+            self._nan.data = data  # the batch, for the replay on a first NaN (same trace)
+            return original_train_step(data)
+
+        object.__setattr__(self.model, "train_step", train_step)
+
+    @property
+    def _updater(self) -> keras.optimizers.Optimizer:
+        """The optimizer that all-reduces and applies (a LossScaleOptimizer delegates to its inner one)."""
+        return getattr(self.optimizer, "inner_optimizer", self.optimizer)
+
+    # -- inside the step ----------------------------------------------------------
+    def _apply_single(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
+        """`apply` without a distribution strategy: the row from the gradients it is handed."""
+        try:
+            gradients = self._gradient_stats(grads, variables, scale)
+            waiting = self._nan.hold(self._loss, grads)
+        except Exception:
+            _probe_failed()
+            return original_apply(grads, trainable_variables)
+        result = original_apply(waiting, trainable_variables)
+        try:
+            self._record(gradients, scale=scale)
+        except Exception:
+            _probe_failed()
+        return result
+
+    def _apply_replicated(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
+        """`apply` on one replica of a distribution strategy (see the module docstring)."""
+        replica = _replica_id()
+        try:
+            loss = tf.zeros([]) if self._loss is None else self._loss_scalar()
+            nonfinite = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
+            # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
+            self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
+            recording = self._writes_row(replica)
+        except Exception:
+            _probe_failed()
+            return original_apply(grads, trainable_variables)
+        result = original_apply(grads, trainable_variables)
+        reduced, shared = self._reduced.pop(replica, (None, None))
+        if not recording or reduced is None:
+            return result
+        try:
+            mask, loss = 0.0, None
+            if shared is not None:
+                mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
+                loss = shared[0] if self._loss is not None else None
+            self._record(reduced, loss, mask, scale)
+        except Exception:
+            _probe_failed()
+        return result
+
+    def _writes_row(self, replica: int) -> bool:
+        """Whether this replica writes the step's row (the all-reduced values are the same on all)."""
+        return replica == 0
+
+    def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
+        """Keras' all-reduce of one replica's gradients; our small vector (loss, non-finite flags)
+        rides in the same call, and the norms are taken from what comes out."""
+        replica = _replica_id()
+        extra = self._to_share.pop(replica, None)
+        extra_reduced_too = extra is not None and any(grad is not None for grad, _ in pairs)
+        reduced = original_all_reduce([*pairs, (extra, None)] if extra_reduced_too else pairs)
+        shared = None
+        if extra_reduced_too:
+            reduced, shared = list(reduced[:-1]), reduced[-1][0]
+        try:  # the gradients actually applied: norms of these
+            layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
+            self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, None), shared)
+        except Exception:
+            _probe_failed()
+        return reduced
+
+    def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor | None) -> GradientStats:
+        """Per-layer half sums of squares of the gradients (unscaled), before the update is applied."""
+        return self._stats(grads, [self.layout.var_to_layer.get(variable_path(v)) for v in variables], scale)
+
+    def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor | None) -> GradientStats:
+        """`scale`: the loss scale the gradients carry (None: unscaled)."""
+        grad_values = [
+            (index, tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32))
+            for grad, index in zip(grads, layers)
+            if index is not None and grad is not None
+        ]
+        half_sumsq = layer_half_sumsq(len(self.layout.names), grad_values)
+        if scale is not None:
+            half_sumsq = half_sumsq / tf.square(scale)
+        return GradientStats(half_sumsq, tf.reduce_sum(half_sumsq))
+
+    def _record(
+        self,
+        gradients: GradientStats,
+        loss: tf.Tensor | None = None,
+        nonfinite_replicas: tf.Tensor | float = 0.0,
+        scale: tf.Tensor | None = None,
+    ) -> None:
+        """One row into the ring buffer: loss, half sums of squares, lr; the non-finite flags, the
+        norms (`Rows.from_step`) and the weight and update blocks (`WeightNorms`) are completed
+        on the host. No conditional: on CPU even a branch not taken costs its ops' dispatch every
+        step (a per-layer count of non-finite elements here, in a branch for non-finite norms,
+        cost 100-190 us a step on a 41-layer MLP: `bench/step_probe.py --deep`).
+        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
+        num_layers = len(self.layout.names)
+        if loss is None and self._loss is not None:
+            loss = self._loss_scalar()
+        self.loss_captured = self.loss_captured or loss is not None
+        loss = tf.constant(np.nan, tf.float32) if loss is None else loss
+        learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
+        replicas = tf.cast(nonfinite_replicas, tf.float32)
+        # In COL_* order; COL_GRAD_NONFINITE and the norms are completed on the host (`Rows.from_step`).
+        scale_column = 1.0 if scale is None else _float_scalar(scale)
+        fixed = [loss, gradients.total_half_sumsq, learning_rate, 0.0, replicas, scale_column]
+        row = tf.concat(
+            [
+                tf.stack(fixed),
+                gradients.layer_half_sumsq,
+                np.concatenate(
+                    [
+                        np.zeros(num_layers, np.float32),
+                        np.full(num_layers, NOT_SAMPLED, np.float32),
+                        np.full(num_layers, np.nan, np.float32),
+                    ]
+                ),
+            ],
+            axis=0,
+        )
+        self.ring.write(row)
+
+    def _loss_scalar(self) -> tf.Tensor:
+        """The batch loss seen by `scale_loss`, as a float32 scalar."""
+        return _float_scalar(self._loss)
+
+    def read_rows(self, base_step: int) -> Rows | None:
+        """The rows written since the last read (see `RowBuffer.read_new`), with their norms."""
+        read = self.ring.read_new(base_step, len(self.layout.names))
+        return None if read is None else Rows.from_step(read.steps, read.values, read.num_layers)
+
+    def _loss_scale(self) -> tf.Tensor | None:
+        """LossScaleOptimizer hands `apply` scaled gradients: report unscaled norms (None: no scaling)."""
+        if not self.uses_loss_scale:
+            return None
+        if getattr(self.optimizer, "built", False):
+            return tf.cast(self.optimizer.dynamic_scale, tf.float32)
+        return tf.constant(float(self.optimizer.initial_scale))
