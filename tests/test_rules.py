@@ -519,3 +519,10 @@ def test_fixes_are_fitted_to_what_the_run_already_does():
     own_clip = Fix("Clip and lower the rate.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)")
     (fixed,) = fit_to_run(run, dataclasses.replace(finding, fixes=(own_clip,))).fixes
     assert "already clipped" in fixed.text  # any fix that suggests clipnorm, not only CLIP_FIX
+
+
+def test_a_relative_change_that_rounds_to_nothing_reads_0_percent_never_minus_0():
+    from tb_trainhealth.rules.fact_text import signed_percent
+
+    assert [signed_percent(v) for v in (-0.00004, 0.0, 0.00004)] == ["0.0%"] * 3
+    assert signed_percent(-0.0123) == "-1.2%" and signed_percent(0.5) == "+50.0%"

@@ -67,7 +67,7 @@ def check_majority_class(run: RunSignals) -> list[Finding]:
         return []
     if stats.loss in CATEGORICAL_LOSSES and stats.class_counts:
         counts = np.asarray(stats.class_counts, np.float64)
-    elif stats.loss == LossKind.BINARY_CROSSENTROPY and stats.mean is not None and stats.count:
+    elif stats.loss == LossKind.BINARY_CROSSENTROPY and stats.mean is not None and 0 <= stats.mean <= 1 and stats.count:
         counts = np.array([1 - stats.mean, stats.mean]) * stats.count  # positive rate of 0/1 labels
     else:
         return []

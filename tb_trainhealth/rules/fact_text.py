@@ -39,6 +39,12 @@ def text(value: Any) -> str | None:
     return out if len(out) <= MAX_VALUE_CHARS else out[: MAX_VALUE_CHARS - 3] + "..."
 
 
+def signed_percent(value: float) -> str:
+    """A relative change as "+1.2%" / "-0.4%", and "0.0%" for what rounds to nothing (never "-0.0%")."""
+    rounded = round(value, 3) + 0.0  # (-0.0 + 0.0 is 0.0)
+    return f"{rounded:+.1%}" if rounded else "0.0%"
+
+
 def fact(label: str, value: Any) -> tuple[Fact, ...]:
     """One fact, or none when the value is unset: `facts = fact("op", op) + fact(...)`."""
     shown = text(value)

@@ -16,6 +16,7 @@ from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
+from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.rules.training_data import constant_baseline
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, LOW_UPDATE_RATIO, update_ratio_level
@@ -196,7 +197,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
             code="loss_plateau",
             severity=Severity.WARNING,
             step=first,
-            title=f"Loss is not decreasing: {progress:.1%} change over the whole run",
+            title=f"Loss is not decreasing: {signed_percent(-progress)} change over the whole run",
             detail=(
                 f"Training loss ({name}) started at {start:.4g} and ended at {end:.4g} "
                 f"over {len(loss)} points ({run.at(first)} to {last})."

@@ -15,6 +15,7 @@ the non-finite flags and their total follow from those (`Rows.from_step`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,14 +42,18 @@ EARLY_SAMPLE_STEPS = 200
 SAMPLE_EVERY = 100
 
 
+SQRT_2 = math.sqrt(2.0)  # a Python float: float32 columns stay float32
+
+
 def sample_interval(done: int) -> int:
     """Steps between two samples around step `done` of a fit (see SAMPLE_EVERY)."""
     return EARLY_SAMPLE_EVERY if done <= EARLY_SAMPLE_STEPS else SAMPLE_EVERY
 
 
 def norm_of_half_sumsq(half_sumsq: np.ndarray) -> np.ndarray:
-    """The L2 norm from tf.nn.l2_loss's sum of squares / 2."""
-    return np.sqrt(2.0 * half_sumsq)
+    """The L2 norm from tf.nn.l2_loss's sum of squares / 2 (a root first: doubling a sum near
+    float32's largest value would overflow, with a RuntimeWarning, where the norm itself fits)."""
+    return np.sqrt(half_sumsq) * SQRT_2
 
 
 def row_width(num_layers: int) -> int:
