@@ -11,7 +11,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NonfiniteEvent
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.rules import RULES, RuleSpec
-from tb_trainhealth.rules.common_fixes import fit_to_run
+from tb_trainhealth.rules.common_fixes import fit_to_run, one_learning_rate_direction
 from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         for finding in findings
     ]
     findings = [fit_to_run(run, finding) for finding in findings]  # no fix for what the run already does
+    findings = one_learning_rate_direction(findings)
     if run.axis == sig.EPOCH_AXIS:  # `step` always means a batch step
         findings = [dataclasses.replace(f, step=None, epoch=f.step) for f in findings]
     return sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code))

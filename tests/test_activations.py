@@ -50,9 +50,11 @@ def test_broken_layers_are_named_and_their_twins_are_quiet(tmp_path, code):
     run, findings = train(tmp_path / "broken", broken())
     # At epoch ends (128 steps each), at most every PROBE_EVERY_STEPS (200) steps.
     assert [e.step for e in run.events if e.kind == "activations"] == [128, 384]
-    found = {f.evidence.layer: f for f in findings if f.code == code}
-    assert set(found) == {"hidden1", "hidden2"}, [f.title for f in findings]
-    assert all(f.severity == Severity.WARNING and f.fixes for f in found.values())
+    found = [f for f in findings if f.code == code]  # one finding naming both layers
+    assert len(found) == 1 and "hidden1 (" in found[0].title and "hidden2 (" in found[0].title, [
+        f.title for f in findings
+    ]
+    assert found[0].severity == Severity.WARNING and found[0].fixes
     _, twin = train(tmp_path / "twin", healthy())
     assert not [f for f in twin if f.severity >= Severity.WARNING], [f.title for f in twin]
 
@@ -145,3 +147,16 @@ def test_nan_activations_are_neither_dead_nor_saturated():
         model.get_layer("hidden1").kernel.assign(np.full((16, 64), np.nan, "float32"))
         measured = ActivationProbe(model).measure(X[:64], step=1)
         assert measured["hidden1"] == {"activation": activation, "units": 64}
+
+
+def test_layers_dead_together_make_one_finding_naming_each():
+    """Two layers dead at once are one problem with one set of fixes, not two identical cards."""
+    events = [
+        parse_event(
+            {"kind": "activations", "step": 100, "layers": {"a": {"activation": "relu", "dead": 0.95},
+                                                            "b": {"activation": "relu", "dead": 0.97}}}
+        )
+    ]  # fmt: skip
+    (found,) = check_dead_relu(RunSignals("r", events=events))
+    assert "a (95%)" in found.title and "b (97%)" in found.title and found.evidence.layer == "b"
+    assert "2 layers" in found.detail

@@ -526,3 +526,35 @@ def test_a_relative_change_that_rounds_to_nothing_reads_0_percent_never_minus_0(
 
     assert [signed_percent(v) for v in (-0.00004, 0.0, 0.00004)] == ["0.0%"] * 3
     assert signed_percent(-0.0123) == "-1.2%" and signed_percent(0.5) == "+50.0%"
+
+
+def test_a_higher_learning_rate_is_never_the_one_in_use_and_never_beside_a_lower_one():
+    from tb_trainhealth.findings import Evidence, Finding
+    from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER, fit_to_run, one_learning_rate_direction
+    from tb_trainhealth.rules.loss_curve import PLATEAU_FIXES
+
+    run = run_with(learning_rate=np.full(10, 1e-3))
+    run.info = RunInfo(optimizer="RMSprop")
+    plateau = Finding("loss_plateau", Severity.WARNING, 1, "t", "d", Evidence(("loss",)), PLATEAU_FIXES)
+    raised = fit_to_run(run, plateau).fixes[0]
+    assert "keras.optimizers.RMSprop(learning_rate=0.01)" in raised.code and "# was 0.001" in raised.code
+    dead = Finding("dead_relu", Severity.WARNING, 1, "t", "d", Evidence(()), (LR_FIX_LOWER,))
+    kept = one_learning_rate_direction([fit_to_run(run, plateau), dead])
+    assert not any(f.text.startswith("Raise") for f in kept[0].fixes) and kept[1] == dead  # lower wins a tie
+    crash = dataclasses.replace(dead, severity=Severity.INFO)
+    kept = one_learning_rate_direction([plateau, crash])
+    assert kept[0] == plateau and kept[1].fixes == ()  # the more severe finding's direction stays
+
+
+def test_a_regression_that_cannot_fit_its_batch_is_never_told_to_use_a_classification_loss():
+    from tb_trainhealth.contract.events import LintEvent, PreflightEvent
+    from tb_trainhealth.contract.vocab import LintCheck, LossKind
+    from tb_trainhealth.rules.preflight_fit import _likely_cause
+
+    lint = LintEvent(step=0, check=LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE, layer="out", activation="sigmoid")
+    for loss, expected, absent in (
+        (LossKind.MEAN_SQUARED_ERROR, "MeanSquaredError", "SparseCategoricalCrossentropy"),
+        (LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, "SparseCategoricalCrossentropy", "MeanSquaredError"),
+    ):
+        _, fix = _likely_cause(RunSignals("r", events=[lint]), PreflightEvent(step=0, loss=loss))
+        assert expected in fix.code and absent not in fix.code

@@ -65,15 +65,39 @@ def _layer_facts(run: RunSignals, measure: str) -> tuple[Fact, ...]:
     return out
 
 
+def _where(flagged: list[tuple[str, int, float, str]]) -> tuple[str, int, float, str]:
+    """One finding for all flagged layers: (layers in words, first onset, worst share, worst layer)."""
+    layer, _, share, _ = max(flagged, key=lambda f: f[2])
+    named = ", ".join(f"{name} ({value:.0%})" for name, _, value, _ in flagged)
+    return named, min(onset for _, onset, _, _ in flagged), share, layer
+
+
+def _share_of(flagged: list[tuple[str, int, float, str]], what: str) -> str:
+    """ "70% of dense's units", or "the units of 2 layers (dense 70%, dense_1 95%)"."""
+    if len(flagged) == 1:
+        layer, _, share, _ = flagged[0]
+        return f"{share:.0%} of {layer}'s {what}"
+    return f"that share of the {what} of {len(flagged)} layers ({_where(flagged)[0]})"
+
+
 def check_dead_relu(run: RunSignals) -> list[Finding]:
+    flagged = [f for f in _flagged(run, "dead") if _dying(run, f[0], f[2])]
+    if not flagged:
+        return []
+    named, onset, share, layer = _where(flagged)
+    title = (
+        f"{share:.0%} of the ReLU units in {layer} are dead"
+        if len(flagged) == 1
+        else f"ReLU units are dead in {len(flagged)} layers: {named}"
+    )
     return [
         Finding(
             code="dead_relu",
             severity=Severity.WARNING,
             step=onset,
-            title=f"{share:.0%} of the ReLU units in {layer} are dead",
+            title=title,
             detail=(
-                f"On the probe batch, {share:.0%} of {layer}'s units output 0 for more than 99% of the inputs "
+                f"On the probe batch, {_share_of(flagged, 'units')} output 0 for more than 99% of the inputs "
                 f"(since step {onset}). A dead unit gets no gradient and never recovers: the layer has lost "
                 "that much capacity. Typical causes: a learning rate too high (one large update pushes the "
                 "biases negative), or a bad initialisation."
@@ -91,20 +115,28 @@ def check_dead_relu(run: RunSignals) -> list[Finding]:
                 ),
             ),
         )
-        for layer, onset, share, _ in _flagged(run, "dead")
-        if _dying(run, layer, share)
     ]
 
 
 def check_saturated_activation(run: RunSignals) -> list[Finding]:
+    flagged = _flagged(run, "saturated")
+    if not flagged:
+        return []
+    named, onset, share, layer = _where(flagged)
+    activation = " / ".join(sorted({f[3] for f in flagged}))
+    title = (
+        f"{share:.0%} of {layer}'s {activation} outputs are saturated"
+        if len(flagged) == 1
+        else f"{activation} outputs are saturated in {len(flagged)} layers: {named}"
+    )
     return [
         Finding(
             code="saturated_activation",
             severity=Severity.WARNING,
             step=onset,
-            title=f"{share:.0%} of {layer}'s {activation} outputs are saturated",
+            title=title,
             detail=(
-                f"On the probe batch, {share:.0%} of {layer}'s {activation} outputs sit in the flat tails "
+                f"On the probe batch, {_share_of(flagged, activation + ' outputs')} sit in the flat tails "
                 f"(inputs beyond the SageMaker Debugger thresholds: ±9.4 for tanh, -23/16.6 for sigmoid) since "
                 f"step {onset}, where the gradient is ~0: those units have stopped learning. Usual causes: inputs "
                 "or weights too large (no normalisation, a large initialisation), or a learning rate too high."
@@ -123,5 +155,4 @@ def check_saturated_activation(run: RunSignals) -> list[Finding]:
                 LR_FIX_LOWER,
             ),
         )
-        for layer, onset, share, activation in _flagged(run, "saturated")
     ]

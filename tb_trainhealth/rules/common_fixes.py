@@ -39,11 +39,15 @@ _OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax
 # Fixes that suggest a lower learning rate write it as this (CLIP_FIX, LR_FIX_LOWER and a few
 # rule-specific ones): fit_to_run puts a tenth of the rate in use there, with the user's optimizer.
 _LEARNING_RATE = re.compile(r"keras\.optimizers\.Adam\(learning_rate=1e-4")
+# Fixes that suggest a higher learning rate start with RAISE and write it as this: fit_to_run
+# puts ten times the rate in use there (never the rate the run already has).
+RAISE = "Raise the learning rate"
+_HIGHER_RATE = re.compile(r"keras\.optimizers\.Adam\(learning_rate=1e-3")
 
 
 def fit_to_run(run: RunSignals, finding: Finding) -> Finding:
     """The finding with its fixes fitted to what the run already does."""
-    fixes = [_with_learning_rate(run, _unclipped(run, fix)) for fix in finding.fixes]
+    fixes = [_with_higher_rate(run, _with_learning_rate(run, _unclipped(run, fix))) for fix in finding.fixes]
     early_stopping = [c for c in run.info.callbacks if c.name == "EarlyStopping"]
     if early_stopping:
         already = [f for f in fixes if f.code and "EarlyStopping(" in f.code]
@@ -69,6 +73,41 @@ def _with_learning_rate(run: RunSignals, fix: Fix) -> Fix:
     optimizer = run.info.optimizer if run.info.optimizer in _OPTIMIZERS else "Adam"
     code = _LEARNING_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate / 10:.1g}", fix.code)
     return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}")
+
+
+def _with_higher_rate(run: RunSignals, fix: Fix) -> Fix:
+    """ "Raise the learning rate" fixes name ten times the rate in use, with the user's optimizer."""
+    rate = _learning_rate(run)
+    if fix.code is None or rate is None or not fix.text.startswith(RAISE) or not _HIGHER_RATE.search(fix.code):
+        return fix
+    optimizer = run.info.optimizer if run.info.optimizer in _OPTIMIZERS else "Adam"
+    code = _HIGHER_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate * 10:.1g}", fix.code)
+    return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}")
+
+
+def _lowers_rate(fix: Fix) -> bool:
+    return "lower the learning rate" in fix.text.lower()
+
+
+def _raises_rate(fix: Fix) -> bool:
+    return fix.text.startswith(RAISE)
+
+
+def one_learning_rate_direction(findings: list[Finding]) -> list[Finding]:
+    """Never "lower the learning rate" and "raise it" for one run: the direction of the most
+    severe finding that suggests one stays (lower on a tie: a run that blew up and then stalled
+    needs a lower rate, not a higher one); the other direction's fixes go."""
+    lower = max((f.severity for f in findings if any(map(_lowers_rate, f.fixes))), default=None)
+    higher = max((f.severity for f in findings if any(map(_raises_rate, f.fixes))), default=None)
+    if lower is None or higher is None:
+        return findings
+    contradicts = _raises_rate if lower >= higher else _lowers_rate
+    return [
+        dataclasses.replace(f, fixes=tuple(x for x in f.fixes if not contradicts(x)))
+        if any(map(contradicts, f.fixes))
+        else f
+        for f in findings
+    ]
 
 
 def _learning_rate(run: RunSignals) -> float | None:

@@ -13,7 +13,7 @@ from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Finding, Fix, Severity
 from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
-from tb_trainhealth.rules.preflight import latest_preflight, preflight_evidence
+from tb_trainhealth.rules.preflight import latest_preflight, loss_is_regression, preflight_evidence
 from tb_trainhealth.signals import RunSignals
 
 # -- overfitting one small batch -------------------------------------------------------------
@@ -141,6 +141,16 @@ _INPUT_CHECKS = {LintCheck.CONSTANT_INPUT, LintCheck.UNNORMALIZED_INPUT, LintChe
 _DROPOUT_CHECKS = {LintCheck.HIGH_DROPOUT, LintCheck.DROPOUT_AFTER_OUTPUT}
 
 
+CLASSIFIER_OUTPUT_FIX = Fix(
+    "Match the output to the loss: logits with from_logits=True.",
+    "keras.layers.Dense(n_classes)  # no activation\nloss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)",
+)
+REGRESSION_OUTPUT_FIX = Fix(
+    "Match the output to the loss: a linear output for regression (no sigmoid/softmax/relu on the last layer).",
+    "keras.layers.Dense(n_targets)  # no activation\nloss = keras.losses.MeanSquaredError()",
+)
+
+
 def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
     """The most likely reason a model cannot fit 32 samples, from the lint and the fit itself."""
     lint = {e.check: e for e in run.events_of(LintEvent)}
@@ -149,12 +159,7 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
         return (
             f"the last layer's activation does not fit the loss or targets ({output.check.value.replace('_', ' ')}"
             f"{', layer ' + output.layer if output.layer else ''})",
-            Fix(
-                "Match the output to the loss: logits with from_logits=True for classification, a linear output for "
-                "regression.",
-                "keras.layers.Dense(n_classes)  # no activation\n"
-                "loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)",
-            ),
+            REGRESSION_OUTPUT_FIX if loss_is_regression(output.loss or event.loss) else CLASSIFIER_OUTPUT_FIX,
         )
     labels = next((lint[c] for c in _LABEL_CHECKS if c in lint), None)
     if labels is not None:
