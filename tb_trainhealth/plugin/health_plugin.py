@@ -4,39 +4,34 @@ Reads only through `context.data_provider` (works with the Python ingester and t
 Rust data server), with each request's own request context, as TensorBoard's scalars
 plugin does. Every route answers JSON; bad parameters (`tensorboard.errors.InvalidArgumentError`)
 get a 400 JSON error, unknown runs (`NotFoundError`) a 404, never a 500 with a traceback.
+A route only parses and checks its query parameters: what it answers is computed in
+route_answers.py, from plain arguments.
 """
 
 from __future__ import annotations
 
 import importlib.resources
-import itertools
 import json
 import logging
-import math
 import re
 from typing import Any
 
-import numpy as np
 from tensorboard import errors
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_trainhealth.contract import series, tags
-from tb_trainhealth.findings import STATUS_ORDER
-from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
-from tb_trainhealth.plugin.lead_chart import lead_chart
+from tb_trainhealth.plugin import route_answers
+from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.plugin.route_answers import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
 from tb_trainhealth.read import event_files
 from tb_trainhealth.read.reader import SignalReader
 from tb_trainhealth.run_paths import is_local
-from tb_trainhealth.signals import RunSignals
-from tb_trainhealth.timeline import timeline
 
 logger = logging.getLogger(__name__)
 
 MAX_PARAM_LENGTH = 1000
-MAX_POINTS = 2000
-DEFAULT_POINTS = 500
 # Listing every run's tags costs ~0.7 s on 50 runs x 20k steps (Python data path): the
 # routes of one page refresh share a listing for this long (TensorBoard reloads every 5 s).
 LISTING_TTL_SECONDS = 5.0
@@ -47,42 +42,6 @@ def _json_response(request, payload: Any, code: int = 200, headers=None):
     return http_util.Respond(
         request, json.dumps(payload, allow_nan=False), "application/json", code=code, headers=headers
     )
-
-
-def _finite_or_none(values: np.ndarray) -> list[float | None]:
-    return [float(v) if math.isfinite(v) else None for v in values.tolist()]
-
-
-def _last_position(signals: RunSignals) -> dict[str, int | None]:
-    """How far a run got, on its own axis: batch steps, or epochs where that is all it has."""
-    last, epochs = signals.last_position, signals.axis == series.EPOCH_AXIS
-    return {"last_step": None if epochs else last, "last_epoch": last if epochs else None}
-
-
-def _downsample_index(values: np.ndarray, points: int) -> np.ndarray:
-    """Indices of at most ~points points that keep each bucket's min, max and first NaN/Inf,
-    so spikes and the first non-finite step survive on the chart (per-layer rows: by row max)."""
-    n = len(values)
-    if n <= points:
-        return np.arange(n)
-    magnitude = (
-        values if values.ndim == 1 else np.where(np.isfinite(values).all(axis=1), np.nanmax(values, axis=1), np.nan)
-    )
-    keep = {0, n - 1}
-    edges = np.linspace(0, n, max(1, points // 3) + 1).astype(int)
-    for start, end in itertools.pairwise(edges):
-        segment = magnitude[start:end]
-        finite = np.isfinite(segment)
-        if not finite.all():
-            keep.add(start + int(np.argmax(~finite)))
-        if finite.any():
-            masked = np.where(finite, segment, np.nan)
-            keep.update((start + int(np.nanargmin(masked)), start + int(np.nanargmax(masked))))
-    return np.array(sorted(keep))
-
-
-# Status of a run whose first diagnosis is still running (the tab polls again soon).
-PENDING = "pending"
 
 
 class HealthPlugin(base_plugin.TBPlugin):
@@ -100,12 +59,6 @@ class HealthPlugin(base_plugin.TBPlugin):
         )
         if self._files is not None:
             self._files.latest(wait=0)  # under way before the first request, beside TensorBoard's loading
-
-    def _file_problems(self, names: set[str]) -> dict[str, list[event_files.FileProblem]]:
-        """The logdir's event-file problems by run group (a first look waits for them briefly)."""
-        if self._files is None:
-            return {}
-        return event_files.by_group(self._files.latest(wait=ANSWER_WITHIN_SECONDS), names)
 
     def _cache(self, request) -> DiagnosisCache:
         """The experiment's diagnoses. It keeps no request context: every call into it takes
@@ -160,124 +113,25 @@ class HealthPlugin(base_plugin.TBPlugin):
         return route
 
     def _runs(self, request) -> dict[str, Any]:
-        """Every run, worst first; runs still being diagnosed come last as "pending"."""
+        """/runs: no parameters; every run of the experiment, worst first."""
         _check_params(request, allowed=())
-        diagnoses, pending = self._cache(request).all(_ctx(request))
-        problems = self._file_problems({d.group.name for d in diagnoses} | {g.name for g in pending})
-        runs = []
-        for d in diagnoses:
-            counts = {label: 0 for label in ("critical", "warning", "info")}
-            for finding in d.findings:
-                counts[finding.severity.label] += 1
-            runs.append(
-                {
-                    "run": d.group.name,
-                    "status": d.status,
-                    "counts": counts,
-                    "has_health_data": d.signals.has_health_data,
-                    **_last_position(d.signals),
-                    **_file_errors(d.errors, problems.pop(d.group.name, [])),
-                }
-            )
-        for group in pending:
-            runs.append(_unread_run(group.name, PENDING, problems.pop(group.name, [])))
-        for name, found in problems.items():  # runs TensorBoard lists not at all: nothing in them is readable
-            if any(p.is_error for p in found):
-                runs.append(_unread_run(name, "ok", found))
-        order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
-        runs.sort(key=lambda r: (order[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
-        return {"runs": runs}
+        return route_answers.runs_answer(self._cache(request), _ctx(request), self._files)
 
     def _findings(self, request) -> dict[str, Any]:
+        """/findings?run=: one run's page."""
         _check_params(request, allowed=("run",))
         run = _param(request, "run")
-        diagnosis = self._cache(request).one(run, _ctx(request))
-        if diagnosis is None:
-            found = self._file_problems(set()).get(run, [])
-            if not any(p.is_error for p in found):
-                raise errors.NotFoundError(f"no run named {run[:200]!r}")
-            return {  # listed by the runs route for its unreadable event files only
-                "run": run,
-                "status": "ok",
-                "has_health_data": False,
-                "axis": series.STEP_AXIS,
-                "layers": [],
-                "series": [],
-                "findings": [],
-                "events": [],
-                **_file_errors([], found),
-            }
-        return {
-            "run": diagnosis.group.name,
-            "status": diagnosis.status,
-            "has_health_data": diagnosis.signals.has_health_data,
-            "axis": diagnosis.signals.axis,
-            "layers": [layer.name for layer in diagnosis.signals.layers],
-            "series": sorted(diagnosis.signals.series) + sorted(diagnosis.signals.layer_series),
-            "findings": [f.to_dict() for f in diagnosis.findings],
-            "lead": lead_chart(diagnosis.signals, diagnosis.findings),
-            "timeline": [entry.to_dict() for entry in timeline(diagnosis.signals)],
-            "events": [event.to_json() for event in diagnosis.signals.events],
-            **_file_errors(diagnosis.errors, self._file_problems({diagnosis.group.name}).get(diagnosis.group.name, [])),
-        }
+        return route_answers.findings_answer(self._cache(request), _ctx(request), self._files, run)
 
     def _series(self, request) -> dict[str, Any]:
+        """/series?run=&names=a,b[&points=]: the run is looked up first, so an unknown run
+        is a 404 even when its other parameters are bad too."""
         _check_params(request, allowed=("run", "names", "points"))
-        diagnosis = self._diagnosis(request)
-        names = _param(request, "names").split(",")
-        points = _int_param(request, "points", DEFAULT_POINTS, 2, MAX_POINTS)
-        signals = diagnosis.signals
-        unknown = [n for n in names if n not in signals.series and n not in signals.layer_series]
-        if unknown:
-            raise errors.InvalidArgumentError(f"unknown series for this run: {', '.join(unknown)[:200]}")
-        out: dict[str, Any] = {"run": diagnosis.group.name, "series": {}, "layers": {}}
-        for name in names:
-            if name in signals.series:
-                series = signals.series[name]
-                keep = _downsample_index(series.values, points)
-                out["series"][name] = {
-                    "steps": series.steps[keep].tolist(),
-                    "values": _finite_or_none(series.values[keep]),
-                }
-            else:
-                layered = signals.layer_series[name]
-                keep = _downsample_index(layered.values, points)
-                out["layers"][name] = {
-                    "names": [layer.name for layer in signals.layers],
-                    "steps": layered.steps[keep].tolist(),
-                    "values": [_finite_or_none(row) for row in layered.values[keep]],
-                }
-        return out
-
-    def _diagnosis(self, request):
         run = _param(request, "run")
-        diagnosis = self._cache(request).one(run, _ctx(request))
-        if diagnosis is None:
-            raise errors.NotFoundError(f"no run named {run[:200]!r}")
-        return diagnosis
-
-
-def _file_errors(errors: list[str], problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """`errors`: every error in plain words (the unreadable files' too); `file_errors`: one
-    {"file", "error", "kind"} per event file not read in full, kind one of event_files'
-    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE (a note: still being written)."""
-    return {
-        "errors": [*errors, *(p.text() for p in problems if p.is_error)],
-        "file_errors": [p.to_dict() for p in problems],
-    }
-
-
-def _unread_run(name: str, status: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """A run not diagnosed (yet): pending, or listed only for its unreadable event files."""
-    return {
-        "run": name,
-        "status": status,
-        "counts": {"critical": 0, "warning": 0, "info": 0},
-        "has_health_data": False,
-        "last_step": None,
-        "last_epoch": None,
-        **_file_errors([], problems),
-    }
+        diagnosis = route_answers.find_diagnosis(self._cache(request), _ctx(request), run)
+        names = _param(request, "names").split(",")
+        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS)
+        return route_answers.series_answer(diagnosis, names, points)
 
 
 def _ctx(request):
@@ -288,6 +142,7 @@ def _ctx(request):
 
 
 def _check_params(request, allowed: tuple[str, ...]) -> None:
+    """Unknown or repeated parameters are a 400, not silently ignored ("experiment": TensorBoard's)."""
     for key in request.args:
         if key not in allowed and key != "experiment":
             raise errors.InvalidArgumentError(f"unknown query parameter {key[:100]!r}")
@@ -296,6 +151,7 @@ def _check_params(request, allowed: tuple[str, ...]) -> None:
 
 
 def _param(request, name: str) -> str:
+    """A required parameter, bounded: it ends up in error messages and dictionary lookups."""
     value = request.args.get(name)
     if value is None or value == "":
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
@@ -305,6 +161,7 @@ def _param(request, name: str) -> str:
 
 
 def _int_param(request, name: str, default: int, low: int, high: int) -> int:
+    """An optional integer in [low, high]; plain ASCII digits only (str.isdigit() takes '²')."""
     raw = request.args.get(name)
     if raw is None:
         return default

@@ -1,0 +1,216 @@
+"""What each route of the Health tab answers, apart from the HTTP request that asks.
+
+The routes in health_plugin.py only parse and check a request's query parameters; the
+answers are computed here, from a run's diagnoses, the logdir's event-file problems and
+plain arguments, and come back as plain dicts and lists (or a `tensorboard.errors`
+exception for a bad argument), as TensorBoard's scalars plugin keeps `scalars_impl`
+beside its routes. So they can be tested, and reused, without a WSGI client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from tensorboard import context as tb_context
+from tensorboard import errors
+
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.diagnosis import Diagnosis
+from tb_trainhealth.findings import STATUS_ORDER
+from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
+from tb_trainhealth.plugin.lead_chart import lead_chart
+from tb_trainhealth.read import event_files
+from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.timeline import timeline
+
+MIN_POINTS = 2
+MAX_POINTS = 2000
+DEFAULT_POINTS = 500
+# Status of a run whose first diagnosis is still running (the tab polls again soon).
+PENDING = "pending"
+_SEVERITIES = ("critical", "warning", "info")
+
+Problems = dict[str, list[event_files.FileProblem]]
+
+
+def file_problems(files: event_files.BackgroundChecker | None, names: set[str]) -> Problems:
+    """The logdir's event-file problems by run group (a first look waits for them briefly);
+    none where the logdir is not checked (`files` None: a URL, or --logdir_spec)."""
+    if files is None:
+        return {}
+    return event_files.by_group(files.latest(wait=ANSWER_WITHIN_SECONDS), names)
+
+
+def runs_answer(
+    cache: DiagnosisCache, ctx: tb_context.RequestContext, files: event_files.BackgroundChecker | None
+) -> dict[str, Any]:
+    """Every run, worst first; runs still being diagnosed come last as "pending", and runs
+    TensorBoard does not list at all (nothing in them readable) come with their file errors."""
+    diagnoses, pending = cache.all(ctx)
+    problems = file_problems(files, {d.group.name for d in diagnoses} | {g.name for g in pending})
+    runs = [_run_summary(d, problems.pop(d.group.name, [])) for d in diagnoses]
+    runs += [_unread_run(group.name, PENDING, problems.pop(group.name, [])) for group in pending]
+    runs += [_unread_run(name, "ok", found) for name, found in problems.items() if any(p.is_error for p in found)]
+    order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
+    runs.sort(key=lambda r: (order[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
+    return {"runs": runs}
+
+
+def findings_answer(
+    cache: DiagnosisCache, ctx: tb_context.RequestContext, files: event_files.BackgroundChecker | None, run: str
+) -> dict[str, Any]:
+    """One run's page: its findings, series names, lead chart, timeline, events and errors.
+
+    Raises NotFoundError for a run that is neither listed nor has unreadable event files."""
+    diagnosis = cache.one(run, ctx)
+    if diagnosis is None:
+        return _unread_findings(run, file_problems(files, set()).get(run, []))
+    name = diagnosis.group.name
+    signals = diagnosis.signals
+    return {
+        "run": name,
+        "status": diagnosis.status,
+        "has_health_data": signals.has_health_data,
+        "axis": signals.axis,
+        "layers": [layer.name for layer in signals.layers],
+        "series": sorted(signals.series) + sorted(signals.layer_series),
+        "findings": [f.to_dict() for f in diagnosis.findings],
+        "lead": lead_chart(signals, diagnosis.findings),
+        "timeline": [entry.to_dict() for entry in timeline(signals)],
+        "events": [event.to_json() for event in signals.events],
+        **_file_errors(diagnosis.errors, file_problems(files, {name}).get(name, [])),
+    }
+
+
+def find_diagnosis(cache: DiagnosisCache, ctx: tb_context.RequestContext, run: str) -> Diagnosis:
+    """The run's fresh diagnosis; NotFoundError for a run TensorBoard does not list."""
+    diagnosis = cache.one(run, ctx)
+    if diagnosis is None:
+        raise errors.NotFoundError(f"no run named {run[:200]!r}")
+    return diagnosis
+
+
+def series_answer(diagnosis: Diagnosis, names: list[str], points: int = DEFAULT_POINTS) -> dict[str, Any]:
+    """The named series of a run, each downsampled to about `points` points (spikes and the
+    first NaN/Inf kept), non-finite values as None (JSON has no NaN).
+
+    Raises InvalidArgumentError for a name the run has no series of, or `points` out of range."""
+    if not MIN_POINTS <= points <= MAX_POINTS:
+        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS}")
+    signals = diagnosis.signals
+    unknown = [n for n in names if n not in signals.series and n not in signals.layer_series]
+    if unknown:
+        raise errors.InvalidArgumentError(f"unknown series for this run: {', '.join(unknown)[:200]}")
+    out: dict[str, Any] = {"run": diagnosis.group.name, "series": {}, "layers": {}}
+    for name in names:
+        if name in signals.series:
+            out["series"][name] = _scalar_points(signals, name, points)
+        else:
+            out["layers"][name] = _layer_points(signals, name, points)
+    return out
+
+
+def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
+    series = signals.series[name]
+    keep = downsample_index(series.values, points)
+    return {"steps": series.steps[keep].tolist(), "values": _finite_or_none(series.values[keep])}
+
+
+def _layer_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
+    layered = signals.layer_series[name]
+    keep = downsample_index(layered.values, points)
+    return {
+        "names": [layer.name for layer in signals.layers],
+        "steps": layered.steps[keep].tolist(),
+        "values": [_finite_or_none(row) for row in layered.values[keep]],
+    }
+
+
+def downsample_index(values: np.ndarray, points: int) -> np.ndarray:
+    """Indices of at most ~points points that keep each bucket's min, max and first NaN/Inf,
+    so spikes and the first non-finite step survive on the chart (per-layer rows: by row max)."""
+    n = len(values)
+    if n <= points:
+        return np.arange(n)
+    magnitude = (
+        values if values.ndim == 1 else np.where(np.isfinite(values).all(axis=1), np.nanmax(values, axis=1), np.nan)
+    )
+    keep = {0, n - 1}
+    edges = np.linspace(0, n, max(1, points // 3) + 1).astype(int)
+    for start, end in itertools.pairwise(edges):
+        segment = magnitude[start:end]
+        finite = np.isfinite(segment)
+        if not finite.all():
+            keep.add(start + int(np.argmax(~finite)))
+        if finite.any():
+            masked = np.where(finite, segment, np.nan)
+            keep.update((start + int(np.nanargmin(masked)), start + int(np.nanargmax(masked))))
+    return np.array(sorted(keep))
+
+
+def _finite_or_none(values: np.ndarray) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in values.tolist()]
+
+
+def _run_summary(diagnosis: Diagnosis, problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """A diagnosed run's line in the run list: its status, finding counts and how far it got."""
+    counts = dict.fromkeys(_SEVERITIES, 0)
+    for finding in diagnosis.findings:
+        counts[finding.severity.label] += 1
+    return {
+        "run": diagnosis.group.name,
+        "status": diagnosis.status,
+        "counts": counts,
+        "has_health_data": diagnosis.signals.has_health_data,
+        **_last_position(diagnosis.signals),
+        **_file_errors(diagnosis.errors, problems),
+    }
+
+
+def _last_position(signals: RunSignals) -> dict[str, int | None]:
+    """How far a run got, on its own axis: batch steps, or epochs where that is all it has."""
+    last, epochs = signals.last_position, signals.axis == sig.EPOCH_AXIS
+    return {"last_step": None if epochs else last, "last_epoch": last if epochs else None}
+
+
+def _unread_run(name: str, status: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """A run not diagnosed (yet): pending, or listed only for its unreadable event files."""
+    return {
+        "run": name,
+        "status": status,
+        "counts": dict.fromkeys(_SEVERITIES, 0),
+        "has_health_data": False,
+        "last_step": None,
+        "last_epoch": None,
+        **_file_errors([], problems),
+    }
+
+
+def _unread_findings(run: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """The page of a run the runs answer lists for its unreadable event files only."""
+    if not any(p.is_error for p in problems):
+        raise errors.NotFoundError(f"no run named {run[:200]!r}")
+    return {
+        "run": run,
+        "status": "ok",
+        "has_health_data": False,
+        "axis": sig.STEP_AXIS,
+        "layers": [],
+        "series": [],
+        "findings": [],
+        "events": [],
+        **_file_errors([], problems),
+    }
+
+
+def _file_errors(messages: list[str], problems: list[event_files.FileProblem]) -> dict[str, Any]:
+    """`errors`: every error in plain words (the unreadable files' too); `file_errors`: one
+    {"file", "error", "kind"} per event file not read in full, kind one of event_files'
+    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE (a note: still being written)."""
+    return {
+        "errors": [*messages, *(p.text() for p in problems if p.is_error)],
+        "file_errors": [p.to_dict() for p in problems],
+    }

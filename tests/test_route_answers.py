@@ -1,0 +1,149 @@
+"""The Health tab's answers as plain functions: a real data provider over real training logs,
+no WSGI client (the routes' HTTP side is tests/test_plugin.py's)."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+from tensorboard import context as tb_context
+from tensorboard import errors
+
+from tb_trainhealth.findings import STATUS_ORDER, run_status
+from tb_trainhealth.plugin import diagnosis_cache, route_answers
+from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
+from tb_trainhealth.read import event_files
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
+
+CTX = tb_context.RequestContext()
+
+
+def cache_for(logdir: str) -> DiagnosisCache:
+    return DiagnosisCache(SignalReader(open_logdir(logdir)))
+
+
+@pytest.fixture(scope="module")
+def cache(scenario_logdir) -> DiagnosisCache:
+    return cache_for(scenario_logdir)
+
+
+def test_runs_answer_lists_every_run_worst_first_with_the_engines_status_and_counts(
+    cache, scenario_findings, monkeypatch
+):
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 600.0)  # wait for every first look
+    runs = route_answers.runs_answer(cache, CTX, None)["runs"]
+    assert [r["run"] for r in runs] != [] and {r["run"] for r in runs} == set(scenario_findings)
+    assert {r["run"]: r["status"] for r in runs} == {run: run_status(f) for run, f in scenario_findings.items()}
+    keys = [(STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]) for r in runs]
+    assert keys == sorted(keys) and runs[0]["status"] == "critical" and runs[-1]["status"] == "ok"
+    for r in runs:
+        labels = [f.severity.label for f in scenario_findings[r["run"]]]
+        assert r["counts"] == {s: labels.count(s) for s in ("critical", "warning", "info")}
+        assert r["errors"] == [] and r["file_errors"] == []
+    healthy = next(r for r in runs if r["run"] == "healthy_cnn")
+    assert healthy["has_health_data"] and healthy["last_step"] > 0 and healthy["last_epoch"] is None
+
+
+def test_runs_not_diagnosed_yet_come_last_as_pending(scenario_logdir, monkeypatch):
+    """A first look that takes longer than the answer's time budget: the run already diagnosed
+    is listed with its status, the rest as pending after it, with no counts."""
+    fresh = cache_for(scenario_logdir)
+    nan = route_answers.find_diagnosis(fresh, CTX, "nan_input")
+    gate, original = threading.Event(), SignalReader.read
+
+    def gated_read(self, group, *args):
+        assert gate.wait(timeout=120), "never released"
+        return original(self, group, *args)
+
+    monkeypatch.setattr(SignalReader, "read", gated_read)
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
+    try:
+        runs = route_answers.runs_answer(fresh, CTX, None)["runs"]
+    finally:
+        gate.set()  # the pool's threads finish their reads
+    assert runs[0]["run"] == "nan_input" and runs[0]["status"] == nan.status == "critical"
+    assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {route_answers.PENDING}
+    assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in runs[1:])
+
+
+def test_findings_answer_gives_the_engines_findings_and_the_runs_series(cache, scenario_findings):
+    for run, findings in scenario_findings.items():
+        answer = route_answers.findings_answer(cache, CTX, None, run)
+        assert answer["run"] == run and answer["status"] == run_status(findings)
+        assert answer["findings"] == [f.to_dict() for f in findings]
+    nan = route_answers.findings_answer(cache, CTX, None, "nan_input")
+    assert nan["findings"][0]["code"] == "nonfinite" and nan["lead"]["code"] == "nonfinite"
+    assert any(e["kind"] == "nonfinite" for e in nan["events"])
+    assert "grad_norm" in nan["series"] and "layer_grad_norm" in nan["series"] and nan["layers"]
+
+
+def test_an_unknown_run_is_not_found(cache):
+    with pytest.raises(errors.NotFoundError, match="no_such_run"):
+        route_answers.findings_answer(cache, CTX, None, "no_such_run")
+    with pytest.raises(errors.NotFoundError, match="no_such_run"):
+        route_answers.find_diagnosis(cache, CTX, "no_such_run")
+
+
+def test_a_run_with_only_unreadable_event_files_is_listed_with_its_file_error(tmp_path):
+    """TensorBoard's loaders skip a garbage event file silently; the answers name it."""
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "events.out.tfevents.1700000000.host").write_bytes(b"\x07not an event file" * 20)
+    fresh, files = cache_for(str(tmp_path)), event_files.BackgroundChecker(str(tmp_path), ttl=5.0)
+    (run,) = route_answers.runs_answer(fresh, CTX, files)["runs"]
+    assert run["run"] == "broken" and run["status"] == "ok"
+    assert [e["kind"] for e in run["file_errors"]] == [event_files.UNREADABLE] and "broken/" in run["errors"][0]
+    page = route_answers.findings_answer(fresh, CTX, files, "broken")
+    assert page["findings"] == [] and page["file_errors"] == run["file_errors"]
+    with pytest.raises(errors.NotFoundError):
+        route_answers.findings_answer(fresh, CTX, None, "broken")  # not listed without the file check
+
+
+def test_series_answer_downsamples_keeping_the_first_nan_as_none(cache):
+    diagnosis = route_answers.find_diagnosis(cache, CTX, "nan_input")
+    full = diagnosis.signals.series["grad_norm"]
+    assert len(full) > 20
+    answer = route_answers.series_answer(diagnosis, ["grad_norm", "layer_grad_norm"], points=20)
+    grad = answer["series"]["grad_norm"]
+    assert 2 <= len(grad["steps"]) <= 20 and grad["steps"] == sorted(grad["steps"])
+    assert grad["steps"][0] == full.steps[0] and grad["steps"][-1] == full.steps[-1]
+    first_bad = int(full.steps[np.argmax(~np.isfinite(full.values))])
+    assert grad["values"][grad["steps"].index(first_bad)] is None
+    by_step = dict(zip(full.steps.tolist(), full.values.tolist()))
+    for step, value in zip(grad["steps"], grad["values"]):
+        assert value == by_step[step] or (value is None and not math.isfinite(by_step[step]))
+    layers = answer["layers"]["layer_grad_norm"]
+    assert layers["names"] == [layer.name for layer in diagnosis.signals.layers]
+    assert len(layers["steps"]) <= 20 and all(len(row) == len(layers["names"]) for row in layers["values"])
+
+
+def test_series_answer_keeps_every_point_of_a_short_series(cache):
+    diagnosis = route_answers.find_diagnosis(cache, CTX, "healthy_cnn")
+    full = diagnosis.signals.series["grad_norm"]
+    answer = route_answers.series_answer(diagnosis, ["grad_norm"], points=route_answers.MAX_POINTS)
+    assert answer["series"]["grad_norm"]["steps"] == full.steps.tolist()
+    assert answer["series"]["grad_norm"]["values"] == full.values.tolist() and answer["layers"] == {}
+
+
+@pytest.mark.parametrize(
+    ("names", "points", "message"),
+    [
+        (["grad_norm", "not_a_series"], 20, "not_a_series"),
+        ([""], 20, "unknown series"),
+        (["grad_norm"], 1, "points must be"),
+        (["grad_norm"], route_answers.MAX_POINTS + 1, "points must be"),
+    ],
+)
+def test_series_answer_rejects_bad_arguments(cache, names, points, message):
+    diagnosis = route_answers.find_diagnosis(cache, CTX, "nan_input")
+    with pytest.raises(errors.InvalidArgumentError, match=message):
+        route_answers.series_answer(diagnosis, names, points)
+
+
+def test_downsampling_keeps_a_lone_spike_and_the_first_nan():
+    values = np.ones(10_000)
+    values[4321], values[7000:] = 1e6, np.nan
+    keep = route_answers.downsample_index(values, 30)
+    assert len(keep) <= 30 and {0, 4321, 7000, 9999} <= set(keep.tolist())
