@@ -1,7 +1,7 @@
 // The marks a chart draws over its lines: the finding's evidence range shaded, an "x"
 // where each line first goes NaN/Inf, and a dashed onset line with its step label.
 import uPlot from "uplot";
-import type { PanelSpec } from "./charts";
+import type { PanelSpec } from "./chart_types";
 import { fmtStep } from "./format";
 import { cssColor, severityColor } from "./theme";
 

@@ -1,35 +1,13 @@
 // One uPlot panel: the lines joined on one step axis, a log scale when values span decades,
 // tick labels that survive diverged losses, a resize observer. The marks drawn over the
-// lines (onset, evidence range, first NaN/Inf) are in chart_markers.ts.
+// lines (onset, evidence range, first NaN/Inf) are in chart_markers.ts, the types both
+// share in chart_types.ts.
 import uPlot from "uplot";
-import type { Axis } from "./api";
 import { markersPlugin } from "./chart_markers";
+import type { ChartHandle, Line, PanelSpec } from "./chart_types";
 import { h } from "./dom";
 import { fmtNum, fmtStep } from "./format";
 import { cssColor } from "./theme";
-
-export interface Line {
-  label: string;
-  steps: number[];
-  values: (number | null)[];
-  color: string;
-  width?: number;
-}
-
-export interface PanelSpec {
-  lines: Line[];
-  height: number;
-  onset?: number | null;
-  onsetColor?: string;
-  band?: [number | null, number | null] | null;
-  syncKey?: string;
-  /** What x counts: "step" (batch steps, the default) or "epoch". */
-  axis?: Axis;
-}
-
-export interface ChartHandle {
-  destroy(): void;
-}
 
 const FONT = '11px Roboto, "Helvetica Neue", Arial, sans-serif';
 /** Log scale when the positive values span more than two orders of magnitude and a linear axis

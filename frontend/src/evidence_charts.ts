@@ -2,7 +2,8 @@
 // into their boxes, says so in the box when a chart can't be drawn, and keeps the
 // chart handles so the view can destroy them all when it is replaced.
 import type { SeriesData } from "./api";
-import { mountPanel, type ChartHandle, type Line, type PanelSpec } from "./charts";
+import type { ChartHandle, Line, PanelSpec } from "./chart_types";
+import { mountPanel } from "./charts";
 import { h } from "./dom";
 import { errorText } from "./format";
 import { depthColors, severityColor } from "./theme";

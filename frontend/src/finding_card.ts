@@ -1,7 +1,7 @@
 // One finding card: severity badge, title, onset step and code; the detail and its fixes
 // (code fixes with a Copy button); the evidence charts of the series behind it.
 import type { Fact, Finding, RunFindings, SeriesData } from "./api";
-import type { Line } from "./charts";
+import type { Line } from "./chart_types";
 import { codeBlock } from "./code_block";
 import { h } from "./dom";
 import type { EvidenceCharts } from "./evidence_charts";

@@ -7,7 +7,7 @@ import { EvidenceCharts } from "./evidence_charts";
 import { findingCard, type MountCharts } from "./finding_card";
 import { badge, countsText, errorText, fmtStep, unreadableBadge } from "./format";
 import { noCallbackHint } from "./hints";
-import type { Line } from "./charts";
+import type { Line } from "./chart_types";
 import { scalarColor } from "./theme";
 
 const POINTS = 500;
