@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from conftest import diagnose_logdir, read_logdir
+from conftest import alarms, diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback.lint.activation_probe import dead_share, saturated_share
@@ -56,7 +56,7 @@ def test_broken_layers_are_named_and_their_twins_are_quiet(tmp_path, code):
     ]
     assert found[0].severity == Severity.WARNING and found[0].fixes
     _, twin = train(tmp_path / "twin", healthy())
-    assert not [f for f in twin if f.severity >= Severity.WARNING], [f.title for f in twin]
+    assert alarms(twin) == []
 
 
 def test_dead_relu_also_explains_the_vanishing_gradients_it_causes(tmp_path):

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import diagnose_logdir, read_logdir
+from conftest import alarms, diagnose_logdir, read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback.lint.pipeline_lint import lint_dataset
@@ -107,7 +107,7 @@ def test_numpy_input_is_measured_and_quiet(tmp_path):
     run, findings = train(tmp_path, X, y=Y, batch_size=32)
     assert len(run.series["input_wait_ms"].values) == 64  # one wait per step
     assert run.info.input == InputSource("arrays")
-    assert not [f for f in findings if f.severity >= Severity.WARNING]
+    assert alarms(findings) == []
 
 
 def test_steps_per_execution_is_left_alone_and_records_no_wait(tmp_path):
@@ -212,7 +212,7 @@ def test_lint_reaches_the_findings_with_the_change_to_make(tmp_path):
 def test_healthy_twin_of_the_lint_run_is_quiet(tmp_path):
     _run, findings = train(tmp_path, well_built(), model=image_model())
     assert not [f for f in findings if f.code == "input_pipeline_config"]
-    assert not [f for f in findings if f.severity >= Severity.WARNING]
+    assert alarms(findings) == []
 
 
 def test_keras_own_class_weight_map_is_not_blamed_on_the_user(tmp_path):
