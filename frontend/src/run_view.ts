@@ -145,7 +145,7 @@ export class RunView {
     const layerBoxes = layered.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
     const worst = f.findings.find((x) => x.code === lead.code) ?? null;
     const onset = worst ? (worst.step ?? worst.epoch) : null;
-    const note = layered.length ? "one line per layer, dark blue = first layer ... gold = last; x = first NaN/Inf" : "";
+    const note = layered.length ? "one line per layer, dark blue = first layer ... gold = last" : "";
     const card = h("section", { class: "th-card th-layer-card", testid: "lead-chart", data: { series: lead.series.join(","), code: lead.code ?? "" } }, [
       h("div", { class: "th-card-head" }, [
         h("h3", { class: "th-card-title", text: lead.title }),

@@ -13,19 +13,29 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals
 
-# (title, series in order of preference) by finding code; only the series the run has are shown.
-LEADS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "nonfinite": ("Gradient norm per layer, up to the first NaN/Inf", (sig.LAYER_GRAD_NORM, sig.GRAD_NORM)),
-    "exploding_gradients": ("Gradient norm per layer", (sig.LAYER_GRAD_NORM, sig.GRAD_NORM)),
-    "vanishing_gradients": ("Gradient norm per layer", (sig.LAYER_GRAD_NORM,)),
-    "input_bound": ("Input wait vs step time (ms)", (sig.INPUT_WAIT_MS, sig.STEP_TIME_MS)),
-    "input_pipeline_config": ("Input wait vs step time (ms)", (sig.INPUT_WAIT_MS, sig.STEP_TIME_MS)),
-    "oom": ("Memory in use (MB)", (sig.DEVICE_MEMORY_MB, sig.HOST_MEMORY_MB)),
-    "memory_growth": ("Memory in use (MB)", (sig.DEVICE_MEMORY_MB, sig.HOST_MEMORY_MB)),
-    "training_stalled": ("Step time and input wait (ms)", (sig.STEP_TIME_MS, sig.INPUT_WAIT_MS)),
-    "overfitting": ("Training vs validation loss (per epoch)", (sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS)),
+# By finding code: the series to draw, in order of preference, each with the title that says
+# what is drawn when it is the first of them the run has (only the series the run has are shown).
+_MEMORY = ((sig.DEVICE_MEMORY_MB, "Memory in use (MB)"), (sig.HOST_MEMORY_MB, "Host memory in use (MB)"))
+_INPUT = ((sig.INPUT_WAIT_MS, "Input wait vs step time (ms)"), (sig.STEP_TIME_MS, "Step time (ms)"))
+_GRADIENTS = ((sig.LAYER_GRAD_NORM, "Gradient norm per layer"), (sig.GRAD_NORM, "Gradient norm (all layers)"))
+LEADS: dict[str, tuple[tuple[str, str], ...]] = {
+    "nonfinite": (
+        (sig.LAYER_GRAD_NORM, "Gradient norm per layer, up to the first NaN/Inf"),
+        (sig.GRAD_NORM, "Gradient norm (all layers), up to the first NaN/Inf"),
+    ),
+    "exploding_gradients": _GRADIENTS,
+    "vanishing_gradients": _GRADIENTS[:1],
+    "input_bound": _INPUT,
+    "input_pipeline_config": _INPUT,
+    "oom": _MEMORY,
+    "memory_growth": _MEMORY,
+    "training_stalled": ((sig.STEP_TIME_MS, "Step time and input wait (ms)"), (sig.INPUT_WAIT_MS, "Input wait (ms)")),
+    "overfitting": (
+        (sig.EPOCH_LOSS, "Training vs validation loss (per epoch)"),
+        (sig.EPOCH_VAL_LOSS, "Validation loss"),
+    ),
 }
-DEFAULT = ("Gradient norm per layer", (sig.LAYER_GRAD_NORM,))
+DEFAULTS = (_GRADIENTS[:1], tuple((name, "Training loss") for name in sig.TRAINING_LOSSES))
 
 
 def _present(run: RunSignals, names: tuple[str, ...]) -> list[str]:
@@ -39,16 +49,26 @@ def _present(run: RunSignals, names: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _titled(run: RunSignals, choices: tuple[tuple[str, str], ...]) -> tuple[str, list[str]]:
+    """(title of the first series the run has, every series of `choices` it has)."""
+    shown = _present(run, tuple(name for name, _ in choices))
+    title = next((title for name, title in choices if name in shown), "")
+    return title, shown
+
+
 def lead_chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | None:
-    """{"title", "series", "code"} for the top chart, or None when the run has nothing to plot."""
+    """{"title", "series", "code"} for the top chart, or None when the run has nothing to plot.
+    The title names what is drawn: a run without gradient data never gets a gradient title."""
     if findings:
         worst = findings[0]
-        title, names = LEADS.get(worst.code, ("", worst.evidence.series))
-        shown = _present(run, names) or _present(run, worst.evidence.series)
+        title, shown = _titled(run, LEADS.get(worst.code, ()))
+        if not shown:
+            shown = _present(run, worst.evidence.series)
+            title = ", ".join(shown)
         if shown:
-            return {"title": title or ", ".join(shown), "series": shown, "code": worst.code}
-    for title, names in (DEFAULT, ("Training loss", sig.TRAINING_LOSSES)):
-        shown = _present(run, names)
+            return {"title": title, "series": shown, "code": worst.code}
+    for choices in DEFAULTS:
+        title, shown = _titled(run, choices)
         if shown:
             return {"title": title, "series": shown, "code": None}
     return None
