@@ -3,43 +3,27 @@ learning rate and clipping, and how it ended. The rules use it so that no fix su
 is already there (EarlyStopping, clipnorm, a lower learning rate than the one in use).
 
 Keras gives callbacks the model and `params`, not the data adapter nor the list of the other
-callbacks; `fit()` keeps both in local variables, so we look for its frame on the stack.
+callbacks; `fit()` keeps both in local variables, read from its frame on the stack
+(`frameworks.keras_private`: their names are Keras' own).
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
 import numpy as np
 
+from tb_trainhealth.callback.frameworks.keras_private import FIT_CALLBACKS, fit_local
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.contract.run_info import CallbackInfo
 from tb_trainhealth.run_paths import is_local
 
-MAX_DEPTH = 12
-
-
-def fit_local(name: str) -> Any | None:
-    """The local variable `name` of the nearest `fit` frame up the stack (None when not found)."""
-    frame = inspect.currentframe()
-    try:
-        for _ in range(MAX_DEPTH):
-            frame = frame.f_back if frame is not None else None
-            if frame is None:
-                return None
-            if frame.f_code.co_name == "fit" and frame.f_locals.get(name) is not None:
-                return frame.f_locals[name]
-        return None
-    finally:
-        del frame
-
 
 def fit_callbacks() -> list[Any]:
     """The callbacks of the `fit()` calling us (Keras' CallbackList holds them in `.callbacks`)."""
-    callbacks = fit_local("callbacks")
+    callbacks = fit_local(FIT_CALLBACKS)
     return list(getattr(callbacks, "callbacks", callbacks if isinstance(callbacks, list) else []))
 
 

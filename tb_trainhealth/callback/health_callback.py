@@ -11,7 +11,6 @@ step), `StepClock` (step time, memory), `ReadBack` (when rows come back to the h
 from __future__ import annotations
 
 import atexit
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -21,9 +20,10 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback import fit_context
+from tb_trainhealth.callback.frameworks.keras_private import fit_data_adapter
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
 from tb_trainhealth.callback.lint.fit_checks import FitChecks
-from tb_trainhealth.callback.lint.pipeline_lint import describe_input, training_data_adapter
+from tb_trainhealth.callback.lint.pipeline_lint import describe_input
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
 from tb_trainhealth.callback.multi_worker import replicas_per_worker, worker_role
 from tb_trainhealth.callback.preflight.in_fit import preflight_in_fit
@@ -32,11 +32,7 @@ from tb_trainhealth.callback.probe_guard import ProbeGuard, disable_on_error, no
 from tb_trainhealth.callback.record.read_back import TF_KERAS_TIMED_CALLS, ReadBack, ring_capacity
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.record.row_recorder import RowRecorder
-from tb_trainhealth.callback.step.build_before_trace import (
-    build_compiled_metrics,
-    build_from_input,
-    build_tf_keras_compiled_metrics,
-)
+from tb_trainhealth.callback.step.build_before_trace import build_before_first_step
 from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputProbe
 from tb_trainhealth.callback.step.step_clock import StepClock
 from tb_trainhealth.callback.step.step_probe import StepProbe
@@ -49,11 +45,6 @@ from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Finding, Severity
 
 logger = logging.getLogger(__name__)
-
-NOTICE_STOP_ON_MULTI_WORKER = (
-    "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
-    "the same step); findings are still recorded."
-)
 
 
 class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
@@ -76,7 +67,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     ```
 
     Works with Keras 3 and with legacy Keras 2 (`tf_keras`, `TF_USE_LEGACY_KERAS=1`): which one
-    is read from the model's class (`keras_flavor`), and this object answers either Keras'
+    is read from the model's class (`which_keras`), and this object answers either Keras'
     callback protocol. Under tf_keras' MultiWorkerMirroredStrategy only the chief writes the run
     (`multi_worker`).
 
@@ -235,12 +226,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         iterations = int(tf.convert_to_tensor(model.optimizer.iterations).numpy())
         self._base_step = self._step if self._retrying else max(iterations, self._step)
         self._step, self._retrying, self._crashed = self._base_step, False, False
-        adapter = none_on_error(training_data_adapter)
-        if legacy:
-            build_from_input(model, adapter)
-            build_tf_keras_compiled_metrics(model, adapter)
-        else:  # from the first batch, fetched on the host before its step (no batch: as before)
-            self._input.before_first_step = functools.partial(build_compiled_metrics, model)
+        adapter = none_on_error(fit_data_adapter)
+        build_before_first_step(model, adapter, self._input, legacy)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
         self._wrap_step_functions()
         self._fit_callbacks = [c for c in none_on_error(fit_context.fit_callbacks) or [] if c is not self]
@@ -260,14 +247,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def _recording_started(self) -> Recording:
         if self._recording is None:
             role = worker_role(self.model) if self.model is not None else None
-            if role is None or role.chief:
-                self._recording = Recording(self.log_dir)
-            else:  # (see `multi_worker`: the chief writes the run; this worker only its crash)
-                self._recording = Recording(role.own_log_dir(self.log_dir), on_disk=False)
-                self.live.verbose = False  # the chief prints the same findings
-            if role is not None and self.live.stop_on is not None:
-                self.live.stop_on = None
-                notice_once(NOTICE_STOP_ON_MULTI_WORKER)
+            chief = role is None or role.chief  # (`multi_worker`: the chief writes the run; others only a crash)
+            log_dir = self.log_dir if chief else role.own_log_dir(self.log_dir)
+            self._recording = Recording(log_dir, on_disk=chief)
+            if role is not None:
+                self.live.on_worker(chief)
             self._rows = RowRecorder(self._recording)
         return self._recording
 
@@ -329,7 +313,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._retrying = next_batch_size is not None
         self._recording.event(OomEvent(self._step + 1, batch_size, next_batch_size, memory_mb, epoch))
         self._diagnose(final=False)
-        self._flush(close=True)
+        self._close_when_idle()
 
     def _finish(self) -> None:
         atexit.unregister(self._finish)
@@ -342,18 +326,14 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self.guard.run("gradients", self._uninstall_probe)
         if self.model is not None:
             crash_guard.unwrap_step_functions(self.model)
-        self._flush(close=True)
+        self._close_when_idle()
 
     @disable_on_error("writer")
-    def _flush(self, close: bool = False) -> None:
-        """Wait for the background writes and flush; `close`: the fit is over, close the file
+    def _close_when_idle(self) -> None:
+        """The fit is over (or retried): wait for the background writes, flush, and close the file
         once idle (see `Recording`). A failed write (disk full) surfaces here."""
-        if self._recording is None:
-            return
-        if close:
+        if self._recording is not None:
             self._recording.close_when_idle()
-        else:
-            self._recording.flush()
 
     def _uninstall_probe(self, keep: bool = True) -> None:
         if self._probe is not None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tb_trainhealth import engine
+from tb_trainhealth.callback.probe_guard import notice_once
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.time_budget import TimeBudget
 from tb_trainhealth.contract.events import FindingEvent
@@ -28,6 +29,10 @@ DIAGNOSIS_TIME_SHARE = 0.005
 # series, and budgeting the next by that brought one in 0.15 s later: ~1% of that fit.
 # Urgent events are diagnosed at once all the same.
 MIN_DIAGNOSIS_SECONDS = 0.005
+NOTICE_STOP_ON_MULTI_WORKER = (
+    "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
+    "the same step); findings are still recorded."
+)
 
 
 class LiveDiagnosis:
@@ -48,6 +53,15 @@ class LiveDiagnosis:
         self._tracker = FindingTracker(Severity.WARNING)
         self._budget = TimeBudget(DIAGNOSIS_TIME_SHARE, MIN_DIAGNOSIS_SECONDS)
         self._last_step = 0
+
+    def on_worker(self, chief: bool) -> None:
+        """Under a multi-worker strategy (`multi_worker`): only the chief prints (the others would
+        print the same findings), and no worker stops on a finding (all must stop at the same step)."""
+        if not chief:
+            self.verbose = False
+        if self.stop_on is not None:
+            self.stop_on = None
+            notice_once(NOTICE_STOP_ON_MULTI_WORKER)
 
     def begin_fit(self) -> None:
         """A fit begins: its diagnoses share its own wall time, from its first on."""

@@ -23,7 +23,12 @@ from tensorboard.data import provider as tb_provider
 from tensorboard.data.proto import data_provider_pb2
 from tensorboard.util import tensor_util
 
-from tb_trainhealth.read.tensorboard_private import LOAD_FINISHED
+from tb_trainhealth.read.tensorboard_private import (
+    DATA_SERVER_LOG_LEVEL,
+    LOAD_FINISHED,
+    data_server_command,
+    data_server_port_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +37,6 @@ MAX_MESSAGE_BYTES = 1 << 28  # one run's downsampled series fit easily
 
 class DataServerUnavailable(Exception):
     """The data server is not installed for this platform or could not start."""
-
-
-def samples_per_plugin_flag(samples: dict[str, int]) -> str:
-    return ",".join(f"{plugin}={'all' if n == 0 else n}" for plugin, n in samples.items())
 
 
 @contextlib.contextmanager
@@ -54,12 +55,8 @@ def loaded_once(
     except server_ingester.NoDataServerError as err:
         raise DataServerUnavailable(str(err)) from err
     with tempfile.TemporaryDirectory(prefix="tb_trainhealth_") as scratch:
-        port_file = os.path.join(scratch, "port")
-        command = [
-            binary, f"--logdir={os.path.abspath(os.path.expanduser(logdir))}", f"--reload={reload_seconds or 'once'}",
-            f"--samples-per-plugin={samples_per_plugin_flag(samples)}", "--port=0", f"--port-file={port_file}",
-            f"--error-file={os.path.join(scratch, 'error')}", "--die-after-stdin", "--verbose",
-        ]  # fmt: skip
+        logdir = os.path.abspath(os.path.expanduser(logdir))
+        command = data_server_command(binary, logdir, reload_seconds, samples, scratch)
         try:
             server = subprocess.Popen(
                 command,
@@ -68,14 +65,14 @@ def loaded_once(
                 stderr=subprocess.PIPE,
                 text=True,
                 errors="replace",
-                env={**os.environ, "RUST_LOG": "info"},  # a user's RUST_LOG=warn would hide LOAD_FINISHED
+                env={**os.environ, **DATA_SERVER_LOG_LEVEL},
             )
         except OSError as err:
             raise DataServerUnavailable(f"cannot start {binary}: {err}") from err
         channel = None
         try:
             _wait_until_loaded(server)
-            with open(port_file) as f:
+            with open(data_server_port_file(scratch)) as f:
                 address = f"localhost:{int(f.read())}"
             channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
             yield _FloatTensorsProvider(address, grpc_provider.make_stub(channel))

@@ -17,7 +17,8 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from tb_trainhealth.callback.fit_context import fit_local
+from tb_trainhealth.callback.frameworks.keras_private import adapter_dataset
+from tb_trainhealth.callback.frameworks.tf_private import dataset_inputs, dataset_tensors, serialized_graph
 from tb_trainhealth.contract.events import PipelineLintEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
@@ -129,8 +130,7 @@ def _function_ops(graph: graph_pb2.GraphDef, name: str, seen: set[str]) -> set[s
 
 def pipeline_stages(dataset: tf.data.Dataset) -> list[Stage]:
     """The dataset's chain of stages from its source to its last op (first input of each)."""
-    serialized = dataset._as_serialized_graph(external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE)
-    graph = graph_pb2.GraphDef.FromString(serialized.numpy())
+    graph = graph_pb2.GraphDef.FromString(serialized_graph(dataset))
     nodes = {node.name: node for node in graph.node}
     datasets = {name for name, node in nodes.items() if node.op.endswith("Dataset") or "Dataset" in node.op}
     # The pipeline's last dataset op feeds the graph's return value.
@@ -266,11 +266,10 @@ def in_memory_bytes(dataset: tf.data.Dataset) -> int:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        for tensor in tf.nest.flatten(getattr(current, "_tensors", [])):
+        for tensor in dataset_tensors(current):
             if tf.is_tensor(tensor) and tensor.shape.num_elements() is not None:
                 total += tensor.shape.num_elements() * tensor.dtype.size
-        inputs = getattr(current, "_inputs", None)
-        todo.extend(inputs() if callable(inputs) else [])
+        todo.extend(dataset_inputs(current))
     return total
 
 
@@ -298,13 +297,6 @@ _INPUT_TYPES = {
 }
 
 
-def training_data_adapter() -> Any | None:
-    """Keras' data adapter of the `fit()` that is calling us (from `on_train_begin`), or None.
-    (Keras 3 keeps it in its `epoch_iterator`, tf_keras in its `data_handler`.)"""
-    adapter = getattr(fit_local("epoch_iterator"), "data_adapter", None)
-    return adapter if adapter is not None else getattr(fit_local("data_handler"), "_adapter", None)
-
-
 def describe_input(adapter: Any) -> InputSource:
     """Input type (and PyDataset worker settings) for run_info and the input_bound fixes."""
     kind = _INPUT_TYPES.get(type(adapter).__name__, type(adapter).__name__)
@@ -319,5 +311,5 @@ def user_dataset(adapter: Any) -> tf.data.Dataset | None:
     """The tf.data pipeline the user built (not the one Keras builds around arrays)."""
     if _INPUT_TYPES.get(type(adapter).__name__) != "tf.data":
         return None
-    dataset = getattr(adapter, "_dataset", None)
+    dataset = adapter_dataset(adapter)
     return dataset if isinstance(dataset, tf.data.Dataset) else None

@@ -14,18 +14,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks.keras_private import flatten_layers
 from tb_trainhealth.contract.events import LayerWeights, WeightInitEvent
 
 _NORMALIZING = ("BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization")
 
 
 def _layers(model: Any) -> list[Any]:
-    flatten = getattr(model, "_flatten_layers", None)
-    if callable(flatten):
-        try:
-            return [layer for layer in flatten(include_self=False) if not isinstance(layer, keras.Model)]
-        except TypeError:
-            pass
+    """Every layer, those of nested models included (the models themselves left out)."""
+    nested = flatten_layers(model, include_self=False)
+    if nested is not None:
+        return [layer for layer in nested if not isinstance(layer, keras.Model)]
     return list(getattr(model, "layers", []))
 
 

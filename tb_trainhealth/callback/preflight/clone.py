@@ -4,11 +4,12 @@ never touched (only read: `get_weights`, `get_config`)."""
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from typing import Any
 
 import keras
+
+from tb_trainhealth.callback.frameworks.keras_private import lambda_output_shape, trusted_configs
 
 
 class CloneError(RuntimeError):
@@ -30,7 +31,7 @@ def clone_compiled(model: keras.Model) -> keras.Model:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with _trusted_configs():
+            with trusted_configs():  # the user's own model, in this process: not a file to distrust
                 clone = keras.models.clone_model(model, clone_function=_clone_layer, recursive=True)
             clone.set_weights(model.get_weights())
     except Exception as err:
@@ -56,22 +57,9 @@ def _clone_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
         config = layer.get_config()
         return keras.layers.Lambda(
             layer.function,
-            output_shape=getattr(layer, "_output_shape", None),
+            output_shape=lambda_output_shape(layer),
             mask=getattr(layer, "mask", None),
             arguments=config.get("arguments"),
             name=layer.name,
         )
     return layer.__class__.from_config(layer.get_config())
-
-
-@contextlib.contextmanager
-def _trusted_configs():
-    """The configs come from the user's own model in this process, not from a file: Keras' safe
-    mode (which refuses to rebuild Python lambdas from a saved config) has nothing to protect."""
-    try:
-        from keras.src.saving.serialization_lib import SafeModeScope
-    except ImportError:  # (another Keras layout: clone in safe mode)
-        yield
-        return
-    with SafeModeScope(False):
-        yield

@@ -10,15 +10,30 @@ step is traced once, where Keras alone traces it twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks import keras_private
+
 if TYPE_CHECKING:
     import keras
 
 logger = logging.getLogger(__name__)
+
+
+def build_before_first_step(model: Any, adapter: Any, input_probe: Any, legacy: bool) -> None:
+    """What can be built before the first traced step: on tf_keras (`legacy`) the model and its
+    compiled loss and metrics, now; on Keras 3 the compiled loss and metrics from the first
+    batch, which `input_probe` fetches on the host before its step (no batch: as before). The
+    optimizer is built by the step probe, which knows the variables it will be handed."""
+    if legacy:
+        build_from_input(model, adapter)
+        build_tf_keras_compiled_metrics(model, adapter)
+    else:
+        input_probe.before_first_step = functools.partial(build_compiled_metrics, model)
 
 
 def build_optimizer(model: keras.Model) -> None:
@@ -30,7 +45,12 @@ def build_optimizer(model: keras.Model) -> None:
     is traced once. Only for Keras' own `train_step`: a custom one may give this optimizer
     only some of the variables."""
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or getattr(optimizer, "built", True) or not _standard_keras_3(model) or not fully_built(model):
+    if (
+        optimizer is None
+        or getattr(optimizer, "built", True)
+        or not keras_private.runs_keras_3_train_step(model)
+        or not fully_built(model)
+    ):
         return
     try:
         with model.distribute_strategy.scope():
@@ -46,12 +66,16 @@ def build_compiled_metrics(model: keras.Model, batch: Any) -> None:
     creates their variables and is traced again). Only for Keras' own `train_step` on one
     device; anything unexpected leaves it to the step, as before."""
     try:  # (runs inside the user's train function: nothing may escape)
-        compiled = [getattr(model, name, None) for name in ("_compile_metrics", "_compile_loss")]
+        compiled = keras_private.compiled_metrics_and_loss(model)
         unbuilt = any(part is not None and not part.built for part in compiled)
-        if not unbuilt or not _standard_keras_3(model) or getattr(model, "_distribute_strategy", None) is not None:
+        if (
+            not unbuilt
+            or not keras_private.runs_keras_3_train_step(model)
+            or keras_private.model_strategy(model) is not None
+        ):
             return
         if fully_built(model):
-            model._symbolic_build(data_batch=batch)
+            keras_private.symbolic_build(model, batch)
     except Exception:  # Keras builds them in the step as usual
         logger.debug("tb-trainhealth: could not build the compiled metrics before the first step", exc_info=True)
 
@@ -64,7 +88,7 @@ def build_tf_keras_compiled_metrics(model: Any, adapter: Any) -> None:
     loss, metrics = getattr(model, "compiled_loss", None), getattr(model, "compiled_metrics", None)
     if loss is None or metrics is None or (loss.built and metrics.built) or adapter is None:
         return
-    if not _standard_tf_keras(model) or tf.distribute.has_strategy() or not fully_built(model):
+    if not keras_private.runs_tf_keras_train_step(model) or tf.distribute.has_strategy() or not fully_built(model):
         return
     try:
         outputs = model.outputs
@@ -79,19 +103,12 @@ def build_tf_keras_compiled_metrics(model: Any, adapter: Any) -> None:
         logger.debug("tb-trainhealth: could not build the compiled metrics before the first step", exc_info=True)
 
 
-def _standard_keras_3(model: Any) -> bool:
-    return getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
-
-
-def _standard_tf_keras(model: Any) -> bool:
-    train_step = type(model).train_step
-    return train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
-
-
 def fully_built(model: keras.Model) -> bool:
     """Every layer has its variables (a subclassed model may build some only in its first step)."""
-    layers = getattr(model, "_flatten_layers", None)
-    return bool(model.built and model.trainable_variables and layers) and all(layer.built for layer in layers())
+    if not (model.built and model.trainable_variables):
+        return False
+    layers = keras_private.flatten_layers(model)
+    return layers is not None and all(layer.built for layer in layers)
 
 
 def build_tf_keras_optimizer(model: Any) -> None:
@@ -102,17 +119,15 @@ def build_tf_keras_optimizer(model: Any) -> None:
     optimizer = getattr(model, "optimizer", None)
     if (
         optimizer is None
-        or getattr(optimizer, "_built", False)
-        or not _standard_tf_keras(model)
+        or keras_private.tf_keras_optimizer_built(optimizer)
+        or not keras_private.runs_tf_keras_train_step(model)
         or not fully_built(model)
     ):
         return
     try:
         with model.distribute_strategy.scope():
             optimizer.build(model.trainable_variables)
-            current_rate = getattr(optimizer, "_compute_current_learning_rate", None)
-            if current_rate is not None:
-                current_rate()
+            keras_private.compute_tf_keras_learning_rate(optimizer)
     except Exception:  # tf_keras builds it in the step as usual
         logger.debug("tb-trainhealth: could not build the optimizer before the first step", exc_info=True)
 

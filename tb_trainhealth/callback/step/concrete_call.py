@@ -24,17 +24,12 @@ outputs = step(iterator)  # as train_function(iterator)
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from typing import Any
 
 import tensorflow as tf
 
-# ConcreteFunction's call after binding (TF 2.14+): what `concrete(iterator)` runs once it has
-# flattened the iterator. Where a TensorFlow lacks it, the trace is called the public way.
-_FLAT_CALL = "_call_flat"
-_FLAT_CALL_PARAMETERS = ["tensor_inputs", "captured_inputs"]
-_TRACING_WARNING = "_omit_frequent_tracing_warning"  # a tf.function's own switch for that warning
+from tb_trainhealth.callback.frameworks.tf_private import flat_call, silence_retracing_warning
 
 
 class ConcreteCall:
@@ -43,8 +38,7 @@ class ConcreteCall:
         self._spec: Any = None
         self._concrete: Any = None
         self._call_flat: Any = None
-        if hasattr(function, _TRACING_WARNING):
-            setattr(function, _TRACING_WARNING, True)
+        silence_retracing_warning(function)
         # Each iterator's flat inputs, kept only while the iterator lives: its resource is then
         # freed where it would be without us (destroying one can wait on tf.data's threads).
         self._flat_inputs: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
@@ -56,7 +50,7 @@ class ConcreteCall:
         if self._concrete is None or not (spec is self._spec or spec == self._spec):
             outputs = self.function(iterator)
             self._spec, self._concrete = spec, self.function.get_concrete_function(iterator)
-            self._call_flat = _flat_call_of(self._concrete)
+            self._call_flat = flat_call(self._concrete)  # (None: called the public way)
             return outputs
         if self._call_flat is None:
             return self._concrete(iterator)
@@ -64,12 +58,3 @@ class ConcreteCall:
         if flat is None:
             flat = self._flat_inputs[iterator] = tf.nest.flatten(iterator, expand_composites=True)
         return self._call_flat(flat, self._concrete.captured_inputs)
-
-
-def _flat_call_of(concrete: Any) -> Any:
-    call = getattr(concrete, _FLAT_CALL, None)
-    try:
-        parameters = list(inspect.signature(call).parameters) if call is not None else []
-    except (TypeError, ValueError):
-        return None
-    return call if parameters == _FLAT_CALL_PARAMETERS else None

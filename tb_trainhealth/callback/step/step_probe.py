@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks import keras_private
 from tb_trainhealth.callback.frameworks.which_keras import variable_path
 from tb_trainhealth.callback.nan.nan_replay import NanReplay
 from tb_trainhealth.callback.step.build_before_trace import build_optimizer
@@ -110,7 +111,7 @@ class StepProbe:
     # The optimizer methods wrapped on the instance, and the updater's all-reduce (Keras 3's
     # names; `tf_keras_step_probe` has tf_keras' own).
     OPTIMIZER_HOOKS = ("scale_loss", "apply")
-    ALL_REDUCE_HOOK = "_all_reduce_sum_gradients"
+    ALL_REDUCE_HOOK = keras_private.KERAS_3_ALL_REDUCE
 
     @classmethod
     def attach(cls, model: keras.Model, capacity: int, localize_nan: bool = True) -> StepProbe:
@@ -133,7 +134,8 @@ class StepProbe:
         self.layout = LayerLayout.of(model)
         # Keras hands the all-reduce its backend (tf) variables: map those to layers too.
         self._layer_of_backend_variable = {
-            id(getattr(v, "_value", v)): self.layout.var_to_layer[variable_path(v)] for v in model.trainable_variables
+            id(keras_private.backend_variable(v)): self.layout.var_to_layer[variable_path(v)]
+            for v in model.trainable_variables
         }
         self.ring = RowBuffer(capacity, row_width(len(self.layout.names)))
         self.weights = WeightNorms(self.layout, model)  # sampled from the host, between steps
@@ -227,7 +229,11 @@ class StepProbe:
         def apply(grads, trainable_variables=None):
             grads = list(grads)
             scale = self._loss_scale()  # before apply: a LossScaleOptimizer updates it there
-            variables = list(trainable_variables) if trainable_variables is not None else optimizer._trainable_variables
+            variables = (
+                list(trainable_variables)
+                if trainable_variables is not None
+                else keras_private.optimizer_variables(optimizer)
+            )
             on_replica = self._apply_replicated if self.replicas > 1 else self._apply_single
             return on_replica(original_apply, grads, trainable_variables, variables, scale)
 
@@ -235,12 +241,15 @@ class StepProbe:
         object.__setattr__(optimizer, "apply", apply)
 
     def _wrap_all_reduce(self) -> None:
-        original_all_reduce = self._updater._all_reduce_sum_gradients
+        self.ALL_REDUCE_HOOK = keras_private.wrap_keras_3_all_reduce(self._updater, self._all_reduce_hook)
 
-        def all_reduce_sum_gradients(grads_and_vars):
+    def _all_reduce_hook(self, original_all_reduce: Callable[[list], Any]) -> Callable[[Any], list]:
+        """What the updater's all-reduce becomes: Keras' own, through `_all_reduce`."""
+
+        def all_reduce(grads_and_vars):
             return self._all_reduce(original_all_reduce, list(grads_and_vars))
 
-        object.__setattr__(self._updater, "_all_reduce_sum_gradients", all_reduce_sum_gradients)
+        return all_reduce
 
     def _wrap_train_step(self) -> None:
         original_train_step = self.model.train_step

@@ -25,6 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks import keras_private, tf_private
 from tb_trainhealth.callback.frameworks.which_keras import variable_path
 from tb_trainhealth.callback.step.build_before_trace import build_tf_keras_optimizer
 from tb_trainhealth.callback.step.step_probe import GradientStats, StepProbe, _probe_failed, _replica_id
@@ -36,7 +37,7 @@ class TfKerasStepProbe(StepProbe):
     """`StepProbe` with tf_keras' optimizer hooks (see the module docstring)."""
 
     OPTIMIZER_HOOKS = ("minimize", "apply_gradients")
-    ALL_REDUCE_HOOK = "aggregate_gradients"
+    ALL_REDUCE_HOOK = keras_private.TF_KERAS_ALL_REDUCE
 
     def install(self) -> None:
         if self._instrumented is None:
@@ -76,23 +77,13 @@ class TfKerasStepProbe(StepProbe):
         object.__setattr__(optimizer, "apply_gradients", apply_gradients)
 
     def _wrap_all_reduce(self) -> None:
-        updater = self._updater
-        if not hasattr(updater, self.ALL_REDUCE_HOOK):  # tf.keras.optimizers.legacy.* (OptimizerV2)
-            self.ALL_REDUCE_HOOK = "_aggregate_gradients"
-        original_aggregate = getattr(updater, self.ALL_REDUCE_HOOK)
-
-        def aggregate_gradients(grads_and_vars):
-            return self._all_reduce(original_aggregate, list(grads_and_vars))
-
-        object.__setattr__(updater, self.ALL_REDUCE_HOOK, aggregate_gradients)
+        self.ALL_REDUCE_HOOK = keras_private.wrap_tf_keras_all_reduce(self._updater, self._all_reduce_hook)
 
     def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
         replica = _replica_id()
         extra = self._to_share.pop(replica, None)
         has_grads = any(grad is not None for grad, _ in pairs)
-        extra_reduced_too = (
-            extra is not None and has_grads and tf.__internal__.distribute.strategy_supports_no_merge_call()
-        )
+        extra_reduced_too = extra is not None and has_grads and tf_private.strategy_supports_no_merge_call()
         reduced = list(original_all_reduce([*pairs, (extra, None)] if extra_reduced_too else pairs))
         shared = None
         if extra_reduced_too:

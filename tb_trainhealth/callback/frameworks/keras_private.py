@@ -1,0 +1,161 @@
+"""Every private attribute of Keras 3 and tf_keras the write side reaches for, in one place.
+
+Checked on Keras 3.15.1 (TensorFlow backend) and tf_keras 2.21.0, with TensorFlow 2.21.0.
+`tests/test_framework_adapters.py` asks each function for what it reaches, on real models of
+both Keras, so a release that moves one fails there, naming it. Each function says what its
+caller gets when the attribute is missing: a fallback the caller already has (None, False,
+Keras' public way), or an AttributeError where the caller turns its probe off (`ProbeGuard`)
+or leaves the work to Keras' own step.
+
+Also checked, and kept in `which_keras.TfKerasCallbackProtocol` (ours to define: tf_keras'
+`CallbackList` reads them from every callback): `_supports_tf_logs`,
+`_implements_train_batch_hooks`, `_implements_test_batch_hooks`, `_implements_predict_batch_hooks`.
+
+Imports neither Keras: callers hand in their objects (a Keras 3 user never pays for tf_keras).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# How far up the stack `fit` is looked for (callback hook, CallbackList, fit).
+FIT_FRAME_DEPTH = 12
+# fit's local holding its CallbackList (both Keras). A name, not a function: one frame fewer
+# between `fit_local` and the callback hook asking.
+FIT_CALLBACKS = "callbacks"
+# The optimizer method that all-reduces one replica's gradients: Keras 3 (TF backend), tf_keras'
+# `Optimizer`, tf_keras' legacy `OptimizerV2`.
+KERAS_3_ALL_REDUCE = "_all_reduce_sum_gradients"
+TF_KERAS_ALL_REDUCE = "aggregate_gradients"
+TF_KERAS_LEGACY_ALL_REDUCE = "_aggregate_gradients"
+
+
+# -- the fit() calling us: its local variables (both Keras) -----------------------------------
+
+
+def fit_local(name: str) -> Any | None:
+    """Local `name` (e.g. `FIT_CALLBACKS`) of the nearest `fit` frame up the stack; None when not found."""
+    frame = inspect.currentframe()
+    try:
+        for _ in range(FIT_FRAME_DEPTH):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return None
+            if frame.f_code.co_name == "fit" and frame.f_locals.get(name) is not None:
+                return frame.f_locals[name]
+        return None
+    finally:
+        del frame
+
+
+def fit_data_adapter() -> Any | None:
+    """fit's adapter: Keras 3's `epoch_iterator.data_adapter`, tf_keras' `data_handler._adapter`; None if missing."""
+    adapter = getattr(fit_local("epoch_iterator"), "data_adapter", None)
+    return adapter if adapter is not None else getattr(fit_local("data_handler"), "_adapter", None)
+
+
+def adapter_dataset(adapter: Any) -> Any | None:
+    """A tf.data adapter's `_dataset` (the user's pipeline, both Keras); None when missing (no lint)."""
+    return getattr(adapter, "_dataset", None)
+
+
+# -- models and layers -----------------------------------------------------------------------
+
+
+def runs_keras_3_train_step(model: Any) -> bool:
+    """Whether `train_step` is Keras 3's `TensorFlowTrainer.train_step`; False if renamed (left to the step)."""
+    return getattr(type(model).train_step, "__qualname__", "") == "TensorFlowTrainer.train_step"
+
+
+def runs_tf_keras_train_step(model: Any) -> bool:
+    """Whether `train_step` is tf_keras' own `Model.train_step`; False if renamed (left to the step)."""
+    train_step = type(model).train_step
+    return train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
+
+
+def flatten_layers(model: Any, include_self: bool = True) -> list[Any] | None:
+    """`_flatten_layers(include_self=)`: all layers, nested too; None if missing/changed (`.layers`, or unbuilt)."""
+    flatten = getattr(model, "_flatten_layers", None)
+    if not callable(flatten):
+        return None
+    try:
+        return list(flatten(include_self=include_self))
+    except TypeError:
+        return None
+
+
+def compiled_metrics_and_loss(model: Any) -> list[Any]:
+    """Keras 3's `_compile_metrics` and `_compile_loss`; None each when missing (nothing to build)."""
+    return [getattr(model, "_compile_metrics", None), getattr(model, "_compile_loss", None)]
+
+
+def model_strategy(model: Any) -> Any | None:
+    """Keras 3's `_distribute_strategy` (the strategy a model was made under); None when missing or none."""
+    return getattr(model, "_distribute_strategy", None)
+
+
+def symbolic_build(model: Any, batch: Any) -> None:
+    """Keras 3's `_symbolic_build(data_batch=)`; AttributeError when missing (left to the step)."""
+    model._symbolic_build(data_batch=batch)
+
+
+def backend_variable(variable: Any) -> Any:
+    """Keras 3's `Variable._value` (its tf.Variable); the variable itself when missing (tf_keras: one already)."""
+    return getattr(variable, "_value", variable)
+
+
+def lambda_output_shape(layer: Any) -> Any | None:
+    """Keras 3's `Lambda._output_shape`; None when missing (the clone infers its output shape)."""
+    return getattr(layer, "_output_shape", None)
+
+
+@contextlib.contextmanager
+def trusted_configs() -> Iterator[bool]:
+    """Keras 3's `SafeModeScope(False)` (keras.src.saving); yields True in it, False when missing (safe mode)."""
+    try:
+        from keras.src.saving.serialization_lib import SafeModeScope
+    except ImportError:
+        yield False
+        return
+    with SafeModeScope(False):
+        yield True
+
+
+# -- optimizers --------------------------------------------------------------------------------
+
+
+def optimizer_variables(optimizer: Any) -> list[Any]:
+    """Keras 3's `Optimizer._trainable_variables`; AttributeError when missing (as Keras' own `apply`)."""
+    return optimizer._trainable_variables
+
+
+def wrap_keras_3_all_reduce(optimizer: Any, wrap: Callable[[Callable], Callable]) -> str:
+    """Replaces Keras 3's `_all_reduce_sum_gradients` by `wrap(it)`, its name returned; else AttributeError."""
+    original = getattr(optimizer, KERAS_3_ALL_REDUCE)
+    object.__setattr__(optimizer, KERAS_3_ALL_REDUCE, wrap(original))
+    return KERAS_3_ALL_REDUCE
+
+
+def wrap_tf_keras_all_reduce(optimizer: Any, wrap: Callable[[Callable], Callable]) -> str:
+    """Replaces tf_keras' `aggregate_gradients` (OptimizerV2: `_aggregate_gradients`) alike; else AttributeError."""
+    name = TF_KERAS_ALL_REDUCE if hasattr(optimizer, TF_KERAS_ALL_REDUCE) else TF_KERAS_LEGACY_ALL_REDUCE
+    original = getattr(optimizer, name)
+    object.__setattr__(optimizer, name, wrap(original))
+    return name
+
+
+def tf_keras_optimizer_built(optimizer: Any) -> bool:
+    """tf_keras' `Optimizer._built`; False when missing (then built again, which it skips if built)."""
+    return bool(getattr(optimizer, "_built", False))
+
+
+def compute_tf_keras_learning_rate(optimizer: Any) -> bool:
+    """Calls tf_keras' `Optimizer._compute_current_learning_rate()`; False when missing (the step does)."""
+    compute = getattr(optimizer, "_compute_current_learning_rate", None)
+    if compute is None:
+        return False
+    compute()
+    return True
