@@ -274,6 +274,8 @@ def test_a_run_whose_files_cannot_be_read_is_listed_with_its_error(page):
     item = frame.locator(f"[data-testid=run-item][data-run={GARBAGE_RUN}]")
     item.wait_for()
     assert "unreadable" in item.inner_text().lower() and item.get_attribute("data-unreadable") is not None
+    badge = item.locator(".th-badge").first  # the word fits inside its pill
+    assert badge.evaluate("b => b.scrollWidth <= b.clientWidth"), badge.evaluate("b => [b.scrollWidth, b.clientWidth]")
     item.click()
     errors = frame.locator(f"[data-testid=run-view][data-run={GARBAGE_RUN}] [data-testid=run-errors]")
     errors.wait_for()

@@ -145,7 +145,7 @@ body.th-body { font-family: var(--th-font); font-size: 13px; line-height: 1.45; 
 
 /* badges */
 .th-badge { display: inline-block; flex: none; padding: 1px 7px; border-radius: 10px; color: var(--th-on-badge); font-size: 11px; font-weight: 500; letter-spacing: 0.3px; text-transform: uppercase; line-height: 17px; }
-.th-badge-small { width: 66px; text-align: center; padding: 0 4px; font-size: 10px; }
+.th-badge-small { min-width: 66px; box-sizing: border-box; white-space: nowrap; text-align: center; padding: 0 4px; font-size: 10px; }
 .th-badge-critical { background: var(--th-critical); }
 .th-badge-warning { background: var(--th-warning); }
 .th-badge-ok { background: var(--th-ok); }
