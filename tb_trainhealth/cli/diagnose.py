@@ -1,0 +1,148 @@
+"""`tb-trainhealth diagnose LOGDIR`: every run under a logdir diagnosed, worst first, and the exit
+status --fail-on asks for. Owns reading the logdir the fast way: TensorBoard's loader in
+batches of runs (a batch that fails is read again by the fallback loader), each event file's
+framing checked in a thread meanwhile, and two runs diagnosed at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import functools
+import sys
+from typing import Any
+
+from tb_trainhealth.cli.arguments import EPILOG, EXIT_FINDINGS, EXIT_OK, fail
+from tb_trainhealth.cli.json_report import render_json
+from tb_trainhealth.cli.progress import clear_progress, show_reading, show_runs_diagnosed
+from tb_trainhealth.cli.text_report import render_text
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.findings import STATUS_ORDER, Severity
+from tb_trainhealth.read import event_files
+from tb_trainhealth.run_paths import is_local
+
+PARALLEL_RUNS = 2
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "diagnose",
+        help="diagnose every run under LOGDIR",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("logdir", help="a TensorBoard logdir (local path or any tf.io.gfile URL)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--fail-on",
+        choices=["warning", "critical"],
+        default="critical",
+        help="exit 1 when a finding at or above this severity exists (default: critical)",
+    )
+    parser.set_defaults(run_command=run, path_arguments=["logdir"])
+
+
+def run(args: argparse.Namespace) -> int:
+    from tb_trainhealth.read.logdir import LogdirError
+
+    shows_progress = not args.json and sys.stderr.isatty()
+    try:
+        results = diagnose_logdir(args.logdir, progress=shows_progress)
+    except LogdirError:
+        if shows_progress:
+            clear_progress()  # "reading event files..." before the error line
+        raise
+    if shows_progress:
+        clear_progress()
+    sys.stdout.write(render_json(results) + "\n" if args.json else render_text(results, args.logdir))
+    if results and not any(r["diagnosed"] for r in results):
+        unread = sum(len(r["errors"]) for r in results)
+        return fail(f"nothing under {args.logdir} could be read ({unread} error(s))")
+    threshold = Severity.parse(args.fail_on)
+    failing = any(f.severity >= threshold for r in results for f in r["findings"])
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
+    """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
+    "file_errors", "event_counts", "axis", "diagnosed"}]: the run's recorded events by kind
+    (nonfinite, oom, ...), whether its positions are batch steps or (per-epoch data only)
+    epochs, and its event files that cannot be read in full (`event_files.FileProblem`s).
+    A run none of whose files can be read is listed too, with its errors (diagnosed: False).
+
+    progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
+    from tb_trainhealth.diagnosis import diagnose_run
+    from tb_trainhealth.read.load_batches import loaded_run_batches, run_directories, training_runs
+    from tb_trainhealth.read.logdir import NoRunsError, unreadable_directories
+    from tb_trainhealth.read.reader import SignalReader
+
+    if progress:
+        show_reading()
+    results = [
+        _undiagnosed(run, [f"cannot read this directory: {why}"], []) for run, why in unreadable_directories(logdir)
+    ]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as checking:
+        # Every event file's framing and checksums, while TensorBoard's loader reads the same files.
+        file_check = checking.submit(event_files.check_logdir, logdir) if is_local(logdir) else None
+        try:
+            expected = len(training_runs(run_directories(logdir))) if progress and is_local(logdir) else 0
+            for provider in loaded_run_batches(logdir):
+                _diagnose_runs(SignalReader(provider), diagnose_run, results, expected)
+        except NoRunsError:
+            if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
+                raise
+        problems = file_check.result() if file_check is not None else {}
+    by_name = {r["run"]: r for r in results}
+    for name, found in event_files.by_group(problems, set(by_name)).items():
+        errors = [p.text() for p in found if p.is_error]
+        if name not in by_name:
+            if not errors:
+                continue  # only a file still being written: nothing to show yet
+            by_name[name] = _undiagnosed(name, [], [])
+            results.append(by_name[name])
+        by_name[name]["errors"].extend(errors)
+        by_name[name]["file_errors"].extend(p.to_dict() for p in found)
+    results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
+    return results
+
+
+def _undiagnosed(run: str, errors: list[str], file_errors: list[dict[str, str]]) -> dict[str, Any]:
+    """A run listed for its errors only: nothing in it could be read."""
+    return {
+        "run": run,
+        "status": "ok",
+        "findings": [],
+        "errors": errors,
+        "file_errors": file_errors,
+        "event_counts": {},
+        "axis": sig.STEP_AXIS,
+        "diagnosed": False,
+    }
+
+
+def _diagnose_runs(reader, diagnose_run, results: list[dict[str, Any]], expected_runs: int) -> None:
+    """Diagnose the reader's runs not in `results` yet (a batch that failed to load is read
+    again by the fallback loader) into `results`. expected_runs: draw a progress bar of this
+    many runs in all (0: none)."""
+    done = {r["run"] for r in results}
+    groups = [group for group in reader.groups() if group.name not in done]
+    # Two runs at a time: one waits on the data server while the other is diagnosed.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        diagnoses = pool.map(functools.partial(diagnose_run, reader), groups)
+        for group, d in zip(groups, diagnoses):
+            if expected_runs:
+                show_runs_diagnosed(len(results) + 1, expected_runs)
+            kinds = collections.Counter(e.kind.value for e in d.signals.events)
+            results.append(
+                {
+                    "run": group.name,
+                    "status": d.status,
+                    "findings": d.findings,
+                    "errors": list(d.errors),
+                    "file_errors": [],
+                    "event_counts": dict(sorted(kinds.items())),
+                    "axis": d.signals.axis,
+                    "diagnosed": True,
+                }
+            )
