@@ -15,6 +15,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, FitEndEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
+from tb_trainhealth.contract.run_settings import RunSettings
 
 E = TypeVar("E", bound=Event)
 
@@ -67,6 +68,7 @@ class RunSignals:
     layers: list[LayerInfo] = dataclasses.field(default_factory=list)
     events: list[Event] = dataclasses.field(default_factory=list)
     info: RunInfo = dataclasses.field(default_factory=RunInfo)
+    settings: RunSettings = dataclasses.field(default_factory=RunSettings)  # what `compare` diffs
     # True when the run was written by HealthCallback (not only loss curves).
     has_health_data: bool = False
     errors: list[str] = dataclasses.field(default_factory=list)

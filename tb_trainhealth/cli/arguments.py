@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tb_trainhealth.cli import diagnose, watch  # here: they import this module's exit statuses
+    from tb_trainhealth.cli import compare, diagnose, watch  # here: they import this module's exit statuses
 
     parser = _Parser(
         prog="tb-trainhealth",
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in (diagnose, watch):
+    for command in (diagnose, watch, compare):
         command.register(commands)
     return parser
 

@@ -61,6 +61,7 @@ TAG_LAYER_UPDATE_RATIO = "health/layer/update_ratio"
 
 # Discrete records (rank-0 string tensor holding JSON, data class TENSOR, RECORDS_PLUGIN_NAME).
 TAG_RUN_INFO = "health/run_info"  # model description, once per fit()
+TAG_RUN_SETTINGS = "health/run_settings"  # every setting a comparison needs, once per fit (run_settings.py)
 TAG_EVENTS = "health/events"  # a JSON list of events: never sampled away
 # A preflight's events (a JSON list, like TAG_EVENTS): a tag of their own, so a preflight written
 # before a fit never shares a step with that fit's events (the Rust loader keeps one per step).

@@ -25,6 +25,7 @@ from tb_trainhealth.contract import payload, tags
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, UnknownEvent, parse_event
 from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.contract.run_settings import RunSettings
 from tb_trainhealth.run_paths import MAIN, training_run_of
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
@@ -199,6 +200,8 @@ class SignalReader:
         for point in records.get(tags.TAG_RUN_INFO, [])[-1:]:
             info = _json_payload(point.numpy, run)
             run.info = RunInfo.parse(info) if isinstance(info, dict) else RunInfo()
+        for point in records.get(tags.TAG_RUN_SETTINGS, [])[-1:]:
+            run.settings = RunSettings.parse(_json_payload(point.numpy, run))
         run.layers = list(run.info.layers)
         points = records.get(tags.TAG_PREFLIGHT, []) + records.get(tags.TAG_EVENTS, [])  # preflight first
         run.events = _parse_events([_json_payload(point.numpy, run) for point in points], run.errors)

@@ -1,0 +1,197 @@
+"""A run against a known-good baseline, as one result: the verdict, the changed settings (culprit
+first), where the curves parted, the metrics, and the findings (the run's own diagnosis, with a
+`worse_than_baseline` finding first when it is worse). `to_json` is the contract of
+`tb-trainhealth compare --json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tb_trainhealth.compare import culprit, fix_text
+from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metrics
+from tb_trainhealth.compare.noise import LOSS_NOISE, Judgement, Verdict, judge
+from tb_trainhealth.compare.settings_diff import Change, changed_settings
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
+from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
+from tb_trainhealth.rules.series_math import head_level
+from tb_trainhealth.signals import RunSignals
+
+CODE = "worse_than_baseline"
+# The run parted "early" when its training loss left the band within this share of the run: a learning
+# rate 1000x too small leaves a fast-falling baseline after a third of the run, not at step 1.
+EARLY_SHARE = 0.5
+# A run whose event file changed this recently, with no end of fit recorded, is still being written.
+STILL_WRITING_SECONDS = 120.0
+# Findings that mean the run broke: a run with one where the baseline has none is worse.
+BROKEN = ("nonfinite", "training_crash", "oom", "training_stalled")
+# Culprits named in the finding's title and fixes.
+NAMED_CULPRITS = 2
+
+
+@dataclasses.dataclass
+class Comparison:
+    run: str
+    baseline: str
+    verdict: Verdict
+    why: str
+    changes: list[Change]
+    parted_at_step: int | None
+    metrics: list[MetricPair]
+    findings: list[Finding]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "baseline": self.baseline,
+            "verdict": self.verdict.value,
+            "why": self.why,
+            "changes": [change.to_dict() for change in self.changes],
+            "parted_at_step": self.parted_at_step,
+            "metrics": [entry for pair in self.metrics for entry in pair.to_dicts()],
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def compare(
+    run: RunSignals, baseline: RunSignals, run_findings: list[Finding], baseline_findings: list[Finding]
+) -> Comparison:
+    """Compare two read and diagnosed runs (names as the user gave them: `run.run`, `baseline.run`)."""
+    changes = changed_settings(run.settings, baseline.settings, run.info, baseline.info)
+    metrics = shared_metrics(run, baseline)
+    unusable = _unusable(run, baseline, metrics)
+    if unusable is not None:
+        return Comparison(run.run, baseline.run, Verdict.UNKNOWN, unusable, changes, None, metrics, run_findings)
+    judgement = _judged(run, baseline, metrics, changes, run_findings, baseline_findings)
+    parted = None
+    if judgement.verdict in (Verdict.WORSE, Verdict.BETTER):
+        parted = parting_step(run, baseline, LOSS_NOISE, worse=judgement.verdict is Verdict.WORSE)
+    evidence = _evidence(run, baseline, parted, judgement)
+    ranked = culprit.ranked(changes, evidence)
+    findings = list(run_findings)
+    if judgement.verdict is Verdict.WORSE:
+        findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence))
+    return Comparison(run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings)
+
+
+def _unusable(run: RunSignals, baseline: RunSignals, metrics: list[MetricPair]) -> str | None:
+    """Why the two runs cannot be judged against each other, or None."""
+    if baseline.last_position is None:
+        return f"the baseline {baseline.run!r} holds no training data"
+    if run.last_position is None:
+        return f"the run {run.run!r} holds no training data"
+    if _still_writing(baseline):
+        return (
+            f"the baseline {baseline.run!r} is still being written (no end of fit recorded yet): compare once it ends"
+        )
+    classifiers = (run.get(sig.EPOCH_ACCURACY) is not None, baseline.get(sig.EPOCH_ACCURACY) is not None)
+    if classifiers[0] != classifiers[1] and run.info.loss != baseline.info.loss:
+        which = "run" if classifiers[0] else "baseline"
+        return f"the runs look like different tasks: only the {which} logs an accuracy, and their losses differ"
+    return None
+
+
+def _still_writing(signals: RunSignals) -> bool:
+    if not signals.has_health_data or signals.events_of(FitEndEvent) or signals.events_of(CrashEvent):
+        return False
+    if signals.last_write is None or signals.now is None:
+        return False
+    return signals.now - signals.last_write < STILL_WRITING_SECONDS
+
+
+def _judged(
+    run: RunSignals,
+    baseline: RunSignals,
+    metrics: list[MetricPair],
+    changes: list[Change],
+    run_findings: list[Finding],
+    baseline_findings: list[Finding],
+) -> Judgement:
+    broke = _broken(run_findings) - _broken(baseline_findings)
+    if broke:
+        finding = next(f for f in run_findings if f.code in broke)
+        return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
+    loss_changed = any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes)
+    loss = baseline.get(sig.LOSS) or baseline.get(sig.EPOCH_LOSS)
+    start = head_level(loss.values) if loss is not None else None
+    return judge(metrics, start, losses_comparable=not loss_changed)
+
+
+def _broken(findings: list[Finding]) -> set[str]:
+    return {f.code for f in findings if f.code in BROKEN and f.severity >= Severity.WARNING}
+
+
+def _evidence(run: RunSignals, baseline: RunSignals, parted: int | None, judgement: Judgement) -> culprit.Evidence:
+    end = run.last_position or 0
+    deciding = judgement.metric
+    validation_only = (
+        judgement.verdict is Verdict.WORSE
+        and parted is None
+        and deciding is not None
+        and deciding.name.startswith("val_")
+    )
+    return culprit.Evidence(
+        parted_early=parted is not None and parted <= EARLY_SHARE * end,
+        validation_only=validation_only,
+        stopped_earlier=_epochs_run(run) < _epochs_run(baseline),
+        fewer_steps_per_epoch=_steps_per_epoch(run) < 0.9 * _steps_per_epoch(baseline),
+    )
+
+
+def _epochs_run(signals: RunSignals) -> float:
+    ends = signals.events_of(FitEndEvent)
+    if ends and ends[-1].epochs_run is not None:
+        return float(ends[-1].epochs_run)
+    epochs = signals.get(sig.EPOCH_LOSS)
+    return float(len(epochs)) if epochs is not None else float("inf")
+
+
+def _steps_per_epoch(signals: RunSignals) -> float:
+    recorded = signals.settings.settings.get("steps_per_epoch")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        return float(recorded)
+    epochs = signals.get(sig.EPOCH_LOSS)
+    if epochs is not None and signals.axis == sig.STEP_AXIS and epochs.steps[0] > 0:
+        return float(epochs.steps[0])
+    return float("nan")
+
+
+def _worse_finding(
+    run: RunSignals,
+    baseline: RunSignals,
+    judgement: Judgement,
+    ranked: list[Change],
+    parted: int | None,
+    evidence: culprit.Evidence,
+) -> Finding:
+    named = ranked[:NAMED_CULPRITS]
+    if named:
+        lead = named[0]
+        title = (
+            f"Worse than baseline {baseline.run}: likely cause {lead.setting} "
+            f"{fix_text.value(lead.baseline)} -> {fix_text.value(lead.run)}"
+        )
+    else:
+        title = f"Worse than baseline {baseline.run}"
+    where = f" The training loss left the baseline's band at {run.at(parted)}." if parted is not None else ""
+    reasons = " ".join(f"{c.setting}: {culprit.why(c, evidence)}." for c in named)
+    others = f" {len(ranked) - len(named)} other setting(s) changed too." if len(ranked) > len(named) else ""
+    nothing = (
+        " No recorded setting differs: look at what the logs cannot see (the data files, code changes, seeds)."
+        if not ranked
+        else ""
+    )
+    detail = f"{judgement.why}.{where} {reasons}{others}{nothing}".replace("  ", " ").strip()
+    facts = tuple(Fact(c.setting, f"{fix_text.value(c.baseline)} -> {fix_text.value(c.run)}") for c in ranked[:8])
+    series = (sig.LOSS,) if run.get(sig.LOSS) is not None else (sig.EPOCH_LOSS,)
+    return Finding(
+        code=CODE,
+        severity=Severity.WARNING,
+        step=parted,
+        title=title,
+        detail=detail,
+        evidence=Evidence(series=series, start_step=parted, facts=facts),
+        fixes=tuple(fix_text.set_back(change, run.settings) for change in named),
+    )

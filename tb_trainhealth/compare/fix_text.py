@@ -1,0 +1,69 @@
+"""The words of a comparison: a setting's value as text, and the fix that sets it back, with the
+line of Keras to paste."""
+
+from __future__ import annotations
+
+from tb_trainhealth.compare.settings_diff import Change
+from tb_trainhealth.contract.run_settings import DATA, RunSettings, Value
+from tb_trainhealth.findings import Fix
+
+FIT_ARGUMENTS = ("batch_size", "epochs", "steps_per_epoch", "initial_epoch")
+OPTIMIZER_ARGUMENTS = (
+    "learning_rate",
+    "momentum",
+    "nesterov",
+    "beta_1",
+    "beta_2",
+    "epsilon",
+    "rho",
+    "amsgrad",
+    "weight_decay",
+    "clipnorm",
+    "clipvalue",
+    "global_clipnorm",
+)
+
+
+def value(setting_value: Value) -> str:
+    """As a user would type it: 0.001, "relu", None (not set), [0.5, 0.5]."""
+    if setting_value is None:
+        return "not set"
+    if isinstance(setting_value, float):
+        return f"{setting_value:.4g}"
+    if isinstance(setting_value, list):
+        return "[" + ", ".join(f"{v:.3g}" for v in setting_value[:6]) + (", ...]" if len(setting_value) > 6 else "]")
+    return str(setting_value)
+
+
+def _python(setting_value: Value) -> str:
+    return repr(setting_value) if not isinstance(setting_value, float) else f"{setting_value:.6g}"
+
+
+def set_back(change: Change, run: RunSettings) -> Fix:
+    """Set the setting back to the baseline's value: the sentence and the code."""
+    setting, old = change.setting, change.baseline
+    back = f"Set {setting} back to the baseline's {value(old)}"
+    if setting in DATA:
+        return Fix(
+            f"The training data differ from the baseline's ({setting}: {value(old)} -> {value(change.run)}): "
+            "check the step that builds them (a filter, a join, the label mapping, a split) against the baseline's."
+        )
+    if setting in FIT_ARGUMENTS:
+        return Fix(back + ".", f"model.fit(x, y, {setting}={_python(old)}, ...)")
+    optimizer = run.settings.get("optimizer")
+    if setting == "optimizer":
+        return Fix(back + ".", f"model.compile(optimizer=keras.optimizers.{old}(), loss=..., metrics=[...])")
+    if setting in OPTIMIZER_ARGUMENTS:
+        name = optimizer if isinstance(optimizer, str) else "Adam"
+        return Fix(back + ".", f"optimizer = keras.optimizers.{name}({setting}={_python(old)})")
+    if setting == "loss":
+        return Fix(back + ".", f"model.compile(optimizer=..., loss={_python(old)}, metrics=[...])")
+    owner, _, key = setting.rpartition(".")
+    if owner == "loss":
+        return Fix(back + ".", f"loss = keras.losses.{run.settings.get('loss', 'Loss')}({key}={_python(old)})")
+    if owner and owner[:1].isupper():  # a callback: "EarlyStopping.patience"
+        return Fix(back + ".", f"keras.callbacks.{owner}({key}={_python(old)}, ...)")
+    if owner:
+        cls = next((c for name, c in run.layers if name == owner), "Layer")
+        return Fix(back + f" (layer {owner!r}).", f"keras.layers.{cls}(..., {key}={_python(old)})")
+    return Fix(back + ".")

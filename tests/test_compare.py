@@ -1,0 +1,185 @@
+"""The comparison's parts on runs built in memory: which settings differ (layers matched across
+Keras' numbering), the verdict against run-to-run noise, the parting step, the culprit order, and
+the JSON contract. End to end with real training: tests/test_compare_cli.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from tb_trainhealth.compare import culprit
+from tb_trainhealth.compare.comparison import CODE, compare
+from tb_trainhealth.compare.curves import MetricPair, parting_step
+from tb_trainhealth.compare.noise import ACCURACY_NOISE, Verdict, judge
+from tb_trainhealth.compare.settings_diff import Change, changed_settings
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import FitEndEvent
+from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.contract.run_settings import RunSettings
+from tb_trainhealth.findings import Evidence, Finding, Severity
+from tb_trainhealth.signals import RunSignals, Series
+
+LAYERS = (("dense", "Dense"), ("dropout", "Dropout"), ("dense_1", "Dense"))
+SETTINGS = {
+    "optimizer": "Adam",
+    "learning_rate": 0.001,
+    "batch_size": 32,
+    "epochs": 10,
+    "dense.activation": "relu",
+    "dropout.rate": 0.1,
+    "dense_1.activation": "softmax",
+    "train_labels": 1234.5678,
+    "label_distribution": [0.25, 0.25, 0.5],
+}
+
+
+def run_of(
+    name: str,
+    settings: dict | None = None,
+    loss_end: float = 0.2,
+    val_accuracy: float = 0.9,
+    steps: int = 400,
+    epochs: int = 10,
+    layers=LAYERS,
+    seed: int = 0,
+) -> RunSignals:
+    """A run whose loss falls from 2 to `loss_end` over `steps`, with per-epoch accuracy curves."""
+    rng = np.random.default_rng(seed)
+    step = np.arange(1, steps + 1)
+    loss = loss_end + (2.0 - loss_end) * np.exp(-step / (steps / 6)) * np.exp(rng.normal(0, 0.05, steps))
+    epoch_steps = np.arange(1, epochs + 1) * (steps // epochs)
+    progress = 1 - np.exp(-np.arange(1, epochs + 1) / 2)
+    run = RunSignals(
+        name,
+        series={
+            sig.LOSS: Series.of(step, loss),
+            sig.EPOCH_LOSS: Series.of(epoch_steps, loss[epoch_steps - 1]),
+            sig.EPOCH_ACCURACY: Series.of(epoch_steps, 0.25 + (val_accuracy + 0.02 - 0.25) * progress),
+            sig.EPOCH_VAL_ACCURACY: Series.of(epoch_steps, 0.25 + (val_accuracy - 0.25) * progress),
+        },
+        events=[FitEndEvent(step=steps, epochs_run=epochs, epochs_planned=10)],
+        settings=RunSettings(layers, dict(SETTINGS if settings is None else settings)),
+        has_health_data=True,
+    )
+    return run
+
+
+def test_only_what_differs_is_a_change_and_layers_match_across_keras_numbering():
+    renamed = (("dense_4", "Dense"), ("dropout_2", "Dropout"), ("dense_5", "Dense"))
+    theirs = RunSettings(LAYERS, dict(SETTINGS))
+    ours_values = {k.replace("dense_1.", "dense_5.").replace("dense.", "dense_4.").replace("dropout.", "dropout_2.")
+                   : v for k, v in SETTINGS.items()}  # fmt: skip
+    ours_values["dense_4.activation"] = "linear"
+    ours_values["learning_rate"] = 0.001 * (1 + 1e-9)  # the same rate written another way
+    ours_values["label_distribution"] = [0.251, 0.249, 0.5]  # within a point: the same distribution
+    changes = changed_settings(RunSettings(renamed, ours_values), theirs, RunInfo(), RunInfo())
+    assert changes == [Change("dense_4.activation", "relu", "linear")]
+
+
+def test_a_different_architecture_is_one_change_and_old_logs_compare_their_run_info():
+    ours = RunSettings(LAYERS[:1] + LAYERS[2:], {"learning_rate": 0.001})
+    changes = changed_settings(ours, RunSettings(LAYERS, {"learning_rate": 0.001}), RunInfo(), RunInfo())
+    assert [c.setting for c in changes] == ["layers"]
+    old = changed_settings(
+        RunSettings(), RunSettings(), RunInfo(optimizer="SGD", learning_rate=0.1), RunInfo(optimizer="Adam")
+    )
+    assert {c.setting: (c.baseline, c.run) for c in old} == {"optimizer": ("Adam", "SGD"), "learning_rate": (None, 0.1)}
+
+
+def _pair(base: float, run: float, higher: bool = True) -> MetricPair:
+    return MetricPair("val_accuracy" if higher else "val_loss", higher, base, run, base, run)
+
+
+def test_verdict_is_same_within_the_noise_and_worse_or_better_beyond_it():
+    assert judge([_pair(0.90, 0.90 - ACCURACY_NOISE / 2)], None).verdict is Verdict.SAME
+    assert judge([_pair(0.90, 0.70)], None).verdict is Verdict.WORSE
+    assert judge([_pair(0.70, 0.90)], None).verdict is Verdict.BETTER
+    assert judge([_pair(0.5, 1.5, higher=False)], None).verdict is Verdict.WORSE
+    assert judge([_pair(0.5, 0.6, higher=False)], None).verdict is Verdict.SAME
+    # Both converged to a tiny fraction of where the loss started: alike, whatever the ratio.
+    assert judge([_pair(1e-5, 1e-4, higher=False)], loss_start=2.0).verdict is Verdict.SAME
+    # An accuracy decides over a loss (label smoothing raises the loss, not the error).
+    assert judge([_pair(0.5, 1.5, higher=False), _pair(0.9, 0.9)], None).verdict is Verdict.SAME
+    assert judge([_pair(0.5, 1.5, higher=False)], None, losses_comparable=False).verdict is Verdict.UNKNOWN
+    assert judge([], None).verdict is Verdict.UNKNOWN
+
+
+def test_a_worse_final_with_an_equal_best_is_not_worse():
+    pair = MetricPair("val_accuracy", True, 0.9, 0.7, 0.9, 0.9)  # fell at the end, once reached the same
+    assert judge([pair], None).verdict is Verdict.SAME
+
+
+def test_parting_step_is_where_the_loss_leaves_the_band_and_none_for_a_twin():
+    baseline = run_of("base", loss_end=0.05)
+    twin = run_of("twin", loss_end=0.05, seed=1)
+    assert parting_step(twin, baseline, np.log(1.6), worse=True) is None
+    stuck = run_of("stuck", loss_end=1.8)
+    parted = parting_step(stuck, baseline, np.log(1.6), worse=True)
+    assert parted is not None and 10 < parted < 200  # the baseline falls fast; the run does not
+    assert parting_step(baseline, stuck, np.log(1.6), worse=True) is None  # never above
+
+
+def test_learning_rate_ranks_first_when_the_training_loss_parts():
+    changes = [
+        Change("dropout.rate", 0.1, 0.2),
+        Change("learning_rate", 0.001, 1e-6),
+        Change("tensorflow_version", "2.20.0", "2.21.0"),
+        Change("metrics", "accuracy", "accuracy, auc"),
+    ]
+    order = [c.setting for c in culprit.ranked(changes, culprit.Evidence(parted_early=True))]
+    assert order[0] == "learning_rate" and order[-1] == "metrics"
+
+
+def test_validation_only_points_at_regularisation_and_an_early_stop_at_early_stopping():
+    changes = [Change("learning_rate", 0.001, 0.002), Change("dropout.rate", 0.1, 0.6)]
+    assert culprit.ranked(changes, culprit.Evidence(validation_only=True))[0].setting == "dropout.rate"
+    changes = [Change("learning_rate", 0.001, 0.0015), Change("EarlyStopping.patience", 5, 0)]
+    assert culprit.ranked(changes, culprit.Evidence(stopped_earlier=True))[0].setting == "EarlyStopping.patience"
+    changes = [Change("dense.units", 64, 32), Change("batch_size", 32, 2400)]
+    assert culprit.ranked(changes, culprit.Evidence(fewer_steps_per_epoch=True))[0].setting == "batch_size"
+
+
+def test_a_worse_run_gets_a_finding_with_the_culprit_and_the_fix_to_set_it_back():
+    baseline = run_of("logs/good", loss_end=0.05)
+    settings = {**SETTINGS, "learning_rate": 1e-6, "dropout.rate": 0.15}
+    run = run_of("logs/bad", settings=settings, loss_end=1.8, val_accuracy=0.3)
+    comparison = compare(run, baseline, [], [])
+    assert comparison.verdict is Verdict.WORSE
+    assert [c.setting for c in comparison.changes] == ["learning_rate", "dropout.rate"]
+    finding = comparison.findings[0]
+    assert finding.code == CODE and finding.severity is Severity.WARNING
+    assert "learning_rate" in finding.title and comparison.parted_at_step is not None
+    assert "0.001" in finding.fixes[0].text and "learning_rate=0.001" in (finding.fixes[0].code or "")
+    contract = json.loads(json.dumps(comparison.to_json(), allow_nan=False))
+    assert set(contract) >= {"run", "baseline", "verdict", "changes", "parted_at_step", "metrics", "findings"}
+    assert contract["verdict"] == "worse" and contract["run"] == "logs/bad"
+    assert contract["changes"][0] == {"setting": "learning_rate", "baseline": 0.001, "run": 1e-6}
+    names = {m["name"] for m in contract["metrics"]}
+    assert {"val_accuracy", "best_val_accuracy", "loss", "best_loss"} <= names
+
+
+def test_a_seed_twin_is_same_and_gets_no_finding():
+    comparison = compare(run_of("a", seed=1, val_accuracy=0.89), run_of("b", val_accuracy=0.9), [], [])
+    assert comparison.verdict is Verdict.SAME and comparison.findings == [] and comparison.parted_at_step is None
+
+
+def test_a_run_that_went_nan_where_the_baseline_did_not_is_worse():
+    nan = Finding("nonfinite", Severity.CRITICAL, 50, "NaN loss", "", Evidence(series=(sig.LOSS,)))
+    comparison = compare(run_of("a"), run_of("b"), [nan], [])
+    assert comparison.verdict is Verdict.WORSE and "broke" in comparison.why
+
+
+def test_runs_that_cannot_be_judged_say_why():
+    empty = RunSignals("empty")
+    assert compare(run_of("a"), empty, [], []).verdict is Verdict.UNKNOWN
+    regression = run_of("r")
+    del regression.series[sig.EPOCH_ACCURACY], regression.series[sig.EPOCH_VAL_ACCURACY]
+    regression.info = RunInfo(loss="mse")
+    classifier = run_of("c")
+    classifier.info = RunInfo(loss="sparse_categorical_crossentropy")
+    verdict = compare(regression, classifier, [], [])
+    assert verdict.verdict is Verdict.UNKNOWN and "different tasks" in verdict.why
+    writing = run_of("w")
+    writing.events, writing.last_write, writing.now = [], 1000.0, 1010.0
+    assert "still being written" in compare(run_of("a"), writing, [], []).why
