@@ -1,0 +1,115 @@
+"""`tb-trainhealth compare RUN BASELINE` end to end: real training with HealthCallback (and with
+Keras' TensorBoard callback only), event files, the CLI's text, JSON and exit status, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from tb_trainhealth import HealthCallback
+
+SAMPLES = 1200
+
+
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(SAMPLES, 12)).astype("float32")
+    return x, np.argmax(np.tanh(x @ rng.normal(size=(12, 8))) @ rng.normal(size=(8, 3)), axis=1)
+
+
+def _train(log_dir: str, learning_rate: float = 3e-3, seed: int = 0, classifier: bool = True,
+           keras_tensorboard_only: bool = False) -> None:  # fmt: skip
+    keras.utils.set_random_seed(seed)
+    x, y = _data()
+    head = keras.layers.Dense(3, activation="softmax") if classifier else keras.layers.Dense(1)
+    model = keras.Sequential([keras.Input((12,)), keras.layers.Dense(32, activation="relu"), head])
+    loss = "sparse_categorical_crossentropy" if classifier else "mse"
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss, metrics=["accuracy"] if classifier else [])
+    callback = (
+        keras.callbacks.TensorBoard(log_dir) if keras_tensorboard_only else HealthCallback(log_dir, verbose=False)
+    )
+    target = y if classifier else y.astype("float32")
+    model.fit(x, target, epochs=6, batch_size=32, validation_split=0.25, verbose=0, callbacks=[callback])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("compare")
+    paths = {name: str(root / name) for name in ("good", "twin", "tiny_lr", "regression", "plain_good", "plain_bad")}
+    _train(paths["good"])
+    _train(paths["twin"], seed=1)
+    _train(paths["tiny_lr"], learning_rate=3e-6)
+    _train(paths["regression"], classifier=False)
+    _train(paths["plain_good"], keras_tensorboard_only=True)
+    _train(paths["plain_bad"], learning_rate=3e-6, keras_tensorboard_only=True)
+    return paths
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "compare", *args], capture_output=True, text=True, timeout=180
+    )
+
+
+def test_a_learning_rate_1000x_too_small_is_worse_and_named_first(runs):
+    proc = cli(runs["tiny_lr"], runs["good"], "--json")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "worse"
+    assert result["run"] == os.path.normpath(runs["tiny_lr"]) and result["baseline"] == os.path.normpath(runs["good"])
+    assert result["changes"][0]["setting"] == "learning_rate"
+    assert result["changes"][0]["baseline"] == pytest.approx(3e-3)
+    assert isinstance(result["parted_at_step"], int)
+    worse = result["findings"][0]
+    assert worse["code"] == "worse_than_baseline" and "learning_rate" in worse["title"]
+    assert any("learning_rate=0.003" in (fix["code"] or "") for fix in worse["fixes"])
+    metrics = {m["name"]: m for m in result["metrics"]}
+    assert metrics["val_accuracy"]["run"] < metrics["val_accuracy"]["baseline"] - 0.1
+
+
+def test_another_seed_is_the_same_and_exits_0(runs):
+    proc = cli(runs["twin"], runs["good"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("SAME")
+    assert "worse_than_baseline" not in proc.stdout
+
+
+def test_text_output_names_the_culprit_and_the_fix(runs):
+    proc = cli(runs["tiny_lr"], runs["good"])
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("WORSE")
+    changes = lines.index("  changed settings (most likely culprit first):")
+    assert lines[changes + 1].strip().startswith("learning_rate: 0.003 -> 3e-06")
+    assert "fix: Set learning_rate back to the baseline's 0.003." in proc.stdout
+
+
+def test_runs_without_the_callback_compare_by_their_curves(runs):
+    proc = cli(runs["plain_bad"], runs["plain_good"], "--json")
+    assert proc.returncode == 1, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["verdict"] == "worse" and result["changes"] == []
+
+
+@pytest.mark.parametrize(
+    "run, baseline, message",
+    [
+        ("regression", "good", "different tasks"),
+        ("good", "/nonexistent/run", "not a readable run"),
+        ("good", "EMPTY", "no TensorBoard event files"),
+        ("good", "ROOT", "training runs"),
+    ],
+)
+def test_runs_that_cannot_be_compared_exit_2_with_one_line(runs, tmp_path, run, baseline, message):
+    paths = {**runs, "EMPTY": str(tmp_path), "ROOT": os.path.dirname(runs["good"])}
+    proc = cli(paths.get(run, run), paths.get(baseline, baseline))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    error_lines = [line for line in proc.stderr.splitlines() if line.startswith("tb-trainhealth")]
+    assert len(error_lines) == 1 and message in error_lines[0], proc.stderr
