@@ -143,13 +143,13 @@ def test_garbage_only_run_beside_good_runs_is_listed_with_its_error(logdir):
     assert code == 1  # good_nan's critical finding, as without the garbage
     assert_good_runs_untouched(runs)
     garbage = runs["garbage"]
-    assert garbage["status"] == "ok" and garbage["findings"] == [] and garbage["errors"]
+    assert garbage["status"] == "unreadable" and garbage["findings"] == [] and garbage["errors"]
     (problem,) = garbage["file_errors"]
     assert problem["file"] == "garbage/events.out.tfevents.123.host" and problem["kind"] == "unreadable"
     assert garbage["errors"] == [f"{problem['file']}: {problem['error']}"]
 
     text = cli_text(logdir)
-    assert "OK       garbage  (0 finding(s))\n  ! garbage/events.out.tfevents.123.host: unreadable:" in text
+    assert "UNREADABLE garbage  (0 finding(s))\n  ! garbage/events.out.tfevents.123.host: unreadable:" in text
 
     from test_plugin import client_for, get_json
 
@@ -159,6 +159,43 @@ def test_garbage_only_run_beside_good_runs_is_listed_with_its_error(logdir):
     assert listed["good_healthy"]["errors"] == [] and listed["good_healthy"]["file_errors"] == []
     findings = get_json(client, "/findings?run=garbage")
     assert findings["findings"] == [] and findings["file_errors"] == [problem]
+
+
+def cli_run(logdir, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", str(logdir), *args],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_an_unreadable_run_is_not_ok_and_is_counted_apart(tmp_path):
+    write_events(tmp_path / "plateau_run", [(s, 1.0 + 0.02 * np.sin(s)) for s in range(1, 200)])  # a warning
+    write_events(tmp_path / "good_run", [(s, 2.0 * np.exp(-s / 20) + 0.3) for s in range(1, 200)])
+    (tmp_path / "garbage_run").mkdir()
+    (tmp_path / "garbage_run" / "events.out.tfevents.1.host").write_bytes(os.urandom(4096))
+    write_events(tmp_path / "newer_run", diverging(), version=tags.SCHEMA_VERSION + 1)  # listed, nothing read
+
+    as_json = cli_run(tmp_path, "--json")
+    assert as_json.returncode == 0, as_json.stderr  # a warning, and unreadable runs: --fail-on decides
+    order = [(r["run"], r["status"]) for r in json.loads(as_json.stdout)["runs"]]
+    # worst first, then by name; unreadable ranks with ok, where the Health tab lists it
+    assert order == [
+        ("plateau_run", "warning"),
+        ("garbage_run", "unreadable"),
+        ("good_run", "ok"),
+        ("newer_run", "unreadable"),
+    ]
+    text = cli_run(tmp_path).stdout
+    assert "UNREADABLE garbage_run  (0 finding(s))\n  ! garbage_run/events.out.tfevents.1.host: unreadable: " in text
+    assert "UNREADABLE newer_run  (0 finding(s))\n  ! written by a newer tb-trainhealth" in text
+    assert text.splitlines()[-1] == "4 run(s): 0 critical, 1 warning, 1 ok, 2 unreadable"
+    assert cli_run(tmp_path, "--fail-on", "warning").returncode == 1
+
+    shutil.rmtree(tmp_path / "plateau_run")
+    shutil.rmtree(tmp_path / "good_run")
+    only_unreadable = cli_run(tmp_path)  # nothing could be read: the command could not do its job
+    assert only_unreadable.returncode == 2 and "nothing under" in only_unreadable.stderr
+    assert only_unreadable.stdout.splitlines()[-1] == "2 run(s): 0 critical, 0 warning, 0 ok, 2 unreadable"
 
 
 def test_a_logdir_holding_only_garbage_lists_it_and_exits_2(tmp_path):

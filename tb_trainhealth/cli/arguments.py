@@ -21,9 +21,11 @@ exit status:
   2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
 
 --json prints {"runs": [{"run", "status", "findings", "errors", "event_counts"}, ...]}, worst
-run first. A finding: {"code", "severity", "step", "epoch", "title", "detail", "fixes":
-[{"text", "code"}], "evidence": {"series", "start_step", "end_step", "layer", "check",
-"facts": [{"label", "value"}]}}. Finding codes are stable: see README's table.
+run first; "status": "critical", "warning", "ok" or "unreadable" (nothing of the run could
+be read: counted apart from ok; no run readable at all exits 2). A finding: {"code",
+"severity", "step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence":
+{"series", "start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
+Finding codes are stable: see README's table.
 """
 
 

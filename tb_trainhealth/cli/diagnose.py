@@ -14,11 +14,11 @@ import sys
 from typing import Any
 
 from tb_trainhealth.cli.arguments import EPILOG, EXIT_FINDINGS, EXIT_OK, fail
-from tb_trainhealth.cli.json_report import render_json
+from tb_trainhealth.cli.json_report import RUN_ORDER, UNREADABLE, render_json
 from tb_trainhealth.cli.progress import clear_progress, show_reading, show_runs_diagnosed
 from tb_trainhealth.cli.text_report import render_text
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import STATUS_ORDER, Severity
+from tb_trainhealth.findings import Severity
 from tb_trainhealth.read import event_files
 from tb_trainhealth.run_paths import is_local
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if shows_progress:
         clear_progress()
     sys.stdout.write(render_json(results) + "\n" if args.json else render_text(results, args.logdir))
-    if results and not any(r["diagnosed"] for r in results):
+    if results and all(r["status"] == UNREADABLE for r in results):
         unread = sum(len(r["errors"]) for r in results)
         return fail(f"nothing under {args.logdir} could be read ({unread} error(s))")
     threshold = Severity.parse(args.fail_on)
@@ -66,10 +66,11 @@ def run(args: argparse.Namespace) -> int:
 
 def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
     """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
-    "file_errors", "event_counts", "axis", "diagnosed"}]: the run's recorded events by kind
-    (nonfinite, oom, ...), whether its positions are batch steps or (per-epoch data only)
+    "file_errors", "event_counts", "axis", "diagnosed", "empty"}]: the run's recorded events by
+    kind (nonfinite, oom, ...), whether its positions are batch steps or (per-epoch data only)
     epochs, and its event files that cannot be read in full (`event_files.FileProblem`s).
-    A run none of whose files can be read is listed too, with its errors (diagnosed: False).
+    A run none of whose files can be read is listed too, with its errors (diagnosed: False) and
+    the status "unreadable", as is a listed run of which nothing could be read.
 
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
     from tb_trainhealth.diagnosis import diagnose_run
@@ -93,6 +94,17 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
             if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
                 raise
         problems = file_check.result() if file_check is not None else {}
+    _add_file_problems(results, problems)
+    for result in results:
+        if _read_nothing(result):
+            result["status"] = UNREADABLE
+    results.sort(key=lambda r: (RUN_ORDER[r["status"]], r["run"]))
+    return results
+
+
+def _add_file_problems(results: list[dict[str, Any]], problems: dict[str, list[event_files.FileProblem]]) -> None:
+    """Each run's event-file problems into its result; a run TensorBoard does not list (no
+    readable file) is added for its errors."""
     by_name = {r["run"]: r for r in results}
     for name, found in event_files.by_group(problems, set(by_name)).items():
         errors = [p.text() for p in found if p.is_error]
@@ -103,21 +115,27 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
             results.append(by_name[name])
         by_name[name]["errors"].extend(errors)
         by_name[name]["file_errors"].extend(p.to_dict() for p in found)
-    results.sort(key=lambda r: (STATUS_ORDER[r["status"]], r["run"]))
-    return results
+
+
+def _read_nothing(result: dict[str, Any]) -> bool:
+    """Nothing of the run was read and an error says why (garbage files, a log from a newer
+    tb-trainhealth): no finding means nothing was looked at, not a healthy run. The tab's test
+    for its "unreadable" badge, so both call the same runs unreadable."""
+    return result["empty"] and bool(result["errors"]) and not result["findings"]
 
 
 def _undiagnosed(run: str, errors: list[str], file_errors: list[dict[str, str]]) -> dict[str, Any]:
     """A run listed for its errors only: nothing in it could be read."""
     return {
         "run": run,
-        "status": "ok",
+        "status": UNREADABLE,
         "findings": [],
         "errors": errors,
         "file_errors": file_errors,
         "event_counts": {},
         "axis": sig.STEP_AXIS,
         "diagnosed": False,
+        "empty": True,
     }
 
 
@@ -144,5 +162,6 @@ def _diagnose_runs(reader, diagnose_run, results: list[dict[str, Any]], expected
                     "event_counts": dict(sorted(kinds.items())),
                     "axis": d.signals.axis,
                     "diagnosed": True,
+                    "empty": not d.signals.has_health_data and d.signals.last_position is None,
                 }
             )

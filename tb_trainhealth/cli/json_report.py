@@ -8,6 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tb_trainhealth.findings import STATUS_ORDER
+
+# A run nothing of which could be read: it has no finding because nothing was looked at, so it
+# is not "ok" (DESIGN's JSON contract lists it; the tab shows an "unreadable" badge).
+UNREADABLE = "unreadable"
+# Worst first, then by name. An unreadable run ranks with the "ok" runs, where the Health tab
+# lists it (its runs route calls such a run "ok" with errors and no data).
+RUN_ORDER = {**STATUS_ORDER, UNREADABLE: STATUS_ORDER["ok"]}
+
 
 def render_json(results: list[dict[str, Any]]) -> str:
     runs = [

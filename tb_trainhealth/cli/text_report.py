@@ -5,9 +5,11 @@ one-line count. What to record when nothing is found is said here too.
 
 from __future__ import annotations
 
+import collections
 import textwrap
 from typing import Any
 
+from tb_trainhealth.cli.json_report import UNREADABLE
 from tb_trainhealth.findings import STATUS_ORDER, Finding
 from tb_trainhealth.read import event_files
 
@@ -42,8 +44,15 @@ def render_text(results: list[dict[str, Any]], logdir: str) -> str:
             if len(finding.fixes) > MAX_FIXES:
                 lines.append(f"      (+{len(finding.fixes) - MAX_FIXES} more fixes: --json, or the Health tab)")
         lines.append("")
-    counts = {s: sum(r["status"] == s for r in results) for s in STATUS_ORDER}
-    lines.append(
-        f"{len(results)} run(s): {counts['critical']} critical, {counts['warning']} warning, {counts['ok']} ok"
-    )
+    lines.append(summary_line(results))
     return "\n".join(lines) + "\n"
+
+
+def summary_line(results: list[dict[str, Any]]) -> str:
+    """The last line, "3 run(s): 0 critical, 1 warning, 1 ok, 1 unreadable", counted as the
+    tab's summary counts them: an unreadable run is not ok, and is named only when there is one."""
+    counts = collections.Counter(r["status"] for r in results)
+    parts = [f"{counts[status]} {status}" for status in STATUS_ORDER]
+    if counts[UNREADABLE]:
+        parts.append(f"{counts[UNREADABLE]} {UNREADABLE}")
+    return f"{len(results)} run(s): " + ", ".join(parts)
