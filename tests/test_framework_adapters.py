@@ -142,6 +142,24 @@ def test_keras_3_fit_locals():
     assert reader in getattr(seen["callbacks"], "callbacks", []), f"fit's local `{keras_private.FIT_CALLBACKS}`"
 
 
+def test_keras_3_fit_data_locals():
+    """The run settings read fit's data from its locals (`run_settings`, `data_settings`)."""
+    seen: dict[str, object] = {}
+
+    class FitData(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen.update(keras_private.fit_data())
+
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    tiny_model().fit(
+        x, Y, epochs=2, initial_epoch=1, verbose=0, shuffle=False, validation_split=0.25, callbacks=[FitData()]
+    )
+    assert set(seen) == set(keras_private.FIT_DATA), f"fit's locals {keras_private.FIT_DATA}: found {sorted(seen)}"
+    np.testing.assert_array_equal(np.asarray(seen["x"]), x[:6], err_msg="fit's local `x`: the training part")
+    assert np.asarray(seen["y"]).shape == (6, 2) and np.asarray(seen["val_x"]).shape == (2, 4)
+    assert seen["initial_epoch"] == 1 and seen["shuffle"] is False
+
+
 # -- tf_keras --------------------------------------------------------------------------------
 
 

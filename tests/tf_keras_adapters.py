@@ -109,6 +109,25 @@ def fit_locals() -> None:
     assert seen in getattr(seen.callbacks, "callbacks", []), f"fit's local `{keras_private.FIT_CALLBACKS}`"
 
 
+class FitData(TfKerasCallbackProtocol, tf_keras.callbacks.Callback):
+    """Reads fit's data locals as the run settings do, from `on_train_begin`."""
+
+    def on_train_begin(self, logs=None):
+        self.found = keras_private.fit_data()
+
+
+def fit_data() -> None:
+    x, y = np.arange(32, dtype=np.float32).reshape(8, 4), np.zeros((8, 2), np.float32)
+    seen = FitData()
+    tiny_model().fit(x, y, epochs=2, initial_epoch=1, verbose=0, shuffle=False, validation_split=0.25, callbacks=[seen])
+    assert set(seen.found) == set(keras_private.FIT_DATA), (
+        f"fit's locals {keras_private.FIT_DATA}: {sorted(seen.found)}"
+    )
+    np.testing.assert_array_equal(np.asarray(seen.found["x"]), x[:6], err_msg="fit's local `x`: the training part")
+    assert np.asarray(seen.found["val_x"]).shape == (2, 4) and seen.found["initial_epoch"] == 1
+    assert seen.found["shuffle"] is False
+
+
 def callback_protocol() -> None:
     """tf_keras' `Callback` defines them and its `CallbackList` reads them from every callback."""
     reads, base = inspect.getsource(tf_keras.callbacks.CallbackList), tf_keras.callbacks.Callback()
@@ -126,6 +145,7 @@ CHECKS = (
     all_reduce,
     legacy_all_reduce,
     fit_locals,
+    fit_data,
     callback_protocol,
 )
 

@@ -32,6 +32,7 @@ from tb_trainhealth.callback.probe_guard import ProbeGuard, disable_on_error, no
 from tb_trainhealth.callback.record.read_back import TF_KERAS_TIMED_CALLS, ReadBack, ring_capacity
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.record.row_recorder import RowRecorder
+from tb_trainhealth.callback.run_settings import run_settings
 from tb_trainhealth.callback.step.build_before_trace import build_before_first_step
 from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputProbe
 from tb_trainhealth.callback.step.step_clock import StepClock
@@ -234,6 +235,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
         self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
+        self.guard.run("settings", self._record_settings, recording, steps_per_call, adapter)
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
         if self.preflight and legacy:
@@ -277,6 +279,11 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             stall_after=self._watch.stall_after,
             replicas_per_worker=replicas_per_worker(model),
         )
+
+    def _record_settings(self, recording: Recording, steps_per_call: int, adapter: Any) -> None:
+        """Every setting a comparison with another run needs (`run_settings`), once per fit."""
+        settings = run_settings(self.model, self.params or {}, self._fit_callbacks, adapter, steps_per_call)
+        recording.run_settings(self._base_step, settings)
 
     @disable_on_error("gradients")
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:

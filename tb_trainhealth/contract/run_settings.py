@@ -12,14 +12,22 @@ can say "dense_1.activation: relu -> linear" without knowing every setting in ad
   `weight_decay`, ...), `loss` (name), `loss.<config key>` (`loss.from_logits`,
   `loss.label_smoothing`), `metrics` (sorted names joined by ", "), `batch_size`,
   `epochs`, `steps_per_epoch`, `initial_epoch`, `steps_per_execution`, `jit_compile`,
-  `dtype_policy`, `distribution_strategy`;
+  `dtype_policy`, `distribution_strategy`; also `shuffle`, `run_eagerly`, `num_replicas_in_sync`
+  and `learning_rate_schedule.<config key>` (`learning_rate_schedule.decay_steps`, ...);
 - layers, by the layer's name: `<layer>.units`, `.filters`, `.kernel_size`, `.activation`,
   `.kernel_initializer`, `.bias_initializer`, `.kernel_regularizer`, `.bias_regularizer`,
-  `.activity_regularizer`, `.rate` (dropout), `.use_bias`, `.dropout`, `.recurrent_dropout`, ...;
+  `.activity_regularizer`, `.rate` (dropout), `.use_bias`, `.dropout`, `.recurrent_dropout`,
+  `.strides`, `.padding`, `.dilation_rate`, `.pool_size`, `.recurrent_activation`,
+  `.recurrent_initializer`, `.recurrent_regularizer`, `.momentum`, `.epsilon`,
+  `.return_sequences`, `.input_dim`, `.output_dim`, `.num_heads`, `.key_dim`, `.trainable`
+  (only when False);
   initializers and regularizers as short strings ("GlorotUniform", "L2(l2=0.01)");
 - other callbacks, by class name: `EarlyStopping.patience`, `EarlyStopping.monitor`,
   `EarlyStopping.min_delta`, `EarlyStopping.restore_best_weights`,
-  `ReduceLROnPlateau.factor`, ...; `callbacks` (sorted class names joined by ", ");
+  `EarlyStopping.baseline`, `EarlyStopping.start_from_epoch`, `EarlyStopping.mode`,
+  `ReduceLROnPlateau.factor`, `.patience`, `.min_lr`, `.min_delta`, `.cooldown`, `.monitor`, `.mode`,
+  `LearningRateScheduler.schedule` (the function's name), ...; `callbacks` (sorted class names
+  joined by ", ");
 - data: `train_samples`, `validation_samples`, `input_shape` (per sample, as a string),
   `input_dtype`, `input_mean`, `input_std`, `label_distribution` (class shares, or the
   targets' [mean, std]), `train_inputs` and `train_labels` (order-free fingerprints: the

@@ -26,6 +26,9 @@ FIT_FRAME_DEPTH = 12
 # fit's local holding its CallbackList (both Keras). A name, not a function: one frame fewer
 # between `fit_local` and the callback hook asking.
 FIT_CALLBACKS = "callbacks"
+# fit's locals (both Keras) that describe its data: the training arrays, the validation inputs,
+# and two of its arguments that no callback is given.
+FIT_DATA = ("x", "y", "val_x", "initial_epoch", "shuffle")
 # The optimizer method that all-reduces one replica's gradients: Keras 3 (TF backend), tf_keras'
 # `Optimizer`, tf_keras' legacy `OptimizerV2`.
 KERAS_3_ALL_REDUCE = "_all_reduce_sum_gradients"
@@ -55,6 +58,24 @@ def fit_data_adapter() -> Any | None:
     """fit's adapter: Keras 3's `epoch_iterator.data_adapter`, tf_keras' `data_handler._adapter`; None if missing."""
     adapter = getattr(fit_local("epoch_iterator"), "data_adapter", None)
     return adapter if adapter is not None else getattr(fit_local("data_handler"), "_adapter", None)
+
+
+def fit_data() -> dict[str, Any]:
+    """fit's locals `FIT_DATA` (both Keras: `x` and `y` are the training part once a
+    validation_split took its share, `val_x` exists only with validation data), read from the
+    nearest `fit` frame holding `FIT_CALLBACKS`; {} when none is found, a name it lacks absent."""
+    frame = inspect.currentframe()
+    try:
+        for _ in range(FIT_FRAME_DEPTH):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return {}
+            if frame.f_code.co_name == "fit" and frame.f_locals.get(FIT_CALLBACKS) is not None:
+                found = frame.f_locals
+                return {name: found[name] for name in FIT_DATA if name in found}
+        return {}
+    finally:
+        del frame
 
 
 def adapter_dataset(adapter: Any) -> Any | None:

@@ -23,6 +23,7 @@ from tb_trainhealth.contract import payload, tags
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import Event, parse_event
 from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.contract.run_settings import RunSettings
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Recording:
         self._log_dir = log_dir
         self._on_disk = on_disk
         self._info: tuple[int, RunInfo] | None = None  # the latest run info, for keep_on_disk
+        self._settings: tuple[int, RunSettings] | None = None  # the latest run settings, alike
         self._writer: HealthWriter | _NoWriter | None = None
         self._lock = threading.Lock()
         self._closing: threading.Timer | None = None
@@ -124,11 +126,19 @@ class Recording:
             self._on_disk, self._writer = True, None
         if self._info is not None:
             self.open().write_json(tags.TAG_RUN_INFO, self._info[0], self._info[1].to_json())
+        if self._settings is not None:
+            self.open().write_json(tags.TAG_RUN_SETTINGS, self._settings[0], self._settings[1].to_json())
 
     def run_info(self, step: int, info: RunInfo) -> None:
         self.open().write_json(tags.TAG_RUN_INFO, step, info.to_json())
         self.memory.set_info(info)
         self._info = (step, info)
+
+    def run_settings(self, step: int, settings: RunSettings) -> None:
+        """Once per fit, at its first step: what a comparison with another run reads (file only:
+        the online rules do not judge settings)."""
+        self.open().write_json(tags.TAG_RUN_SETTINGS, step, settings.to_json())
+        self._settings = (step, settings)
 
     def rows(
         self,
