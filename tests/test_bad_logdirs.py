@@ -23,11 +23,13 @@ from tb_trainhealth.read import event_files
 
 
 def write_events(path, values_by_step, version=tags.SCHEMA_VERSION, tag=tags.TAG_LOSS, plugin=tags.PLUGIN_NAME):
+    """One event file of `tag` at each (step, value), a second apart up to now (as if written live)."""
     os.makedirs(path, exist_ok=True)
     writer = EventFileWriter(str(path))
     metadata = tags.summary_metadata(summary_pb2.DATA_CLASS_SCALAR, plugin)
     metadata.plugin_data.content = json.dumps({"version": version}).encode() if version is not None else b"\xff garbage"
-    for step, value in values_by_step:
+    started = time.time() - len(values_by_step)
+    for i, (step, value) in enumerate(values_by_step):
         summary = summary_pb2.Summary(
             value=[
                 summary_pb2.Summary.Value(
@@ -35,7 +37,7 @@ def write_events(path, values_by_step, version=tags.SCHEMA_VERSION, tag=tags.TAG
                 )
             ]
         )
-        writer.add_event(event_pb2.Event(step=step, wall_time=float(step), summary=summary))
+        writer.add_event(event_pb2.Event(step=step, wall_time=started + i, summary=summary))
     writer.close()
     return max((os.path.join(path, f) for f in os.listdir(path) if "tfevents" in f), key=os.path.getmtime)
 
@@ -110,6 +112,59 @@ def test_truncated_event_file_keeps_what_was_written_and_says_so(logdir):
     assert "loss_divergence" in [f["code"] for f in runs["killed"]["findings"]]
     text = cli_text(logdir)
     assert f"  ! {relative(halved, logdir)}: truncated: the file ends inside a record" in text
+
+
+def finished_fit(log_dir: Path) -> Path:
+    """A tiny Keras fit with HealthCallback that ends normally (its fit-end record is written last)."""
+    import keras
+    import scenarios
+
+    from tb_trainhealth import HealthCallback
+
+    keras.utils.set_random_seed(0)
+    x, y = scenarios._classes(256, 10, 4, 0)
+    model = scenarios._mlp(10, 4)
+    model.compile("adam", scenarios.SPARSE_CE)
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[HealthCallback(str(log_dir), verbose=False)])
+    (event_file,) = log_dir.iterdir()
+    return event_file
+
+
+def cut_copy(event_file: Path, run_dir: Path, mtime: float, cut: int = 100) -> None:
+    """A copy of the file without its last `cut` bytes, last modified at `mtime`."""
+    run_dir.mkdir(parents=True)
+    copy = run_dir / event_file.name
+    copy.write_bytes(event_file.read_bytes()[:-cut])
+    os.utime(copy, (mtime, mtime))
+
+
+def test_a_truncated_copy_of_a_finished_run_is_neither_live_nor_killed(tmp_path):
+    """One run, one story: a file cut long after its last event is a copy cut short, not a file
+    still being written, and its lost tail (the fit's end) is no evidence of a kill."""
+    from tb_trainhealth.cli.diagnose import diagnose_logdir
+    from tb_trainhealth.cli.text_report import render_text
+
+    original = finished_fit(tmp_path / "original")
+    later = time.time() + 15 * 60  # the copy is made, and diagnosed, 15 min after the fit ended
+    logdir = tmp_path / "logdir"
+    cut_copy(original, logdir / "copy", mtime=later)
+    cut_copy(original, logdir / "killed", mtime=os.path.getmtime(original))  # cut by its writer, as it died
+    results = {r["run"]: r for r in diagnose_logdir(str(logdir), clock=lambda: later)}
+
+    copy = results["copy"]
+    (note,) = copy["file_errors"]
+    assert note["kind"] == "truncated_copy" and copy["errors"] == []
+    assert note["error"].startswith("the file ends inside a record (")
+    assert "a truncated copy, not a live run (its last complete event is 15 min older than the file)" in note["error"]
+    assert [f.code for f in copy["findings"]] == [] and copy["status"] == "ok"
+    text = render_text(list(results.values()), str(logdir))
+    assert "still written" not in text
+    assert f"OK       copy  (0 finding(s))\n  note: copy/{original.name}: the file ends inside a record" in text
+
+    killed = results["killed"]  # the same bytes, written last as the fit ended: its writer died mid-record
+    (problem,) = killed["file_errors"]
+    assert problem["kind"] == "truncated" and "died mid-write" in problem["error"]
+    assert [f.code for f in killed["findings"]] == ["ended_abruptly"] and killed["status"] == "critical"
 
 
 def flip(event_file, offsets) -> None:

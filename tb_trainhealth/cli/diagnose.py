@@ -11,6 +11,8 @@ import collections
 import concurrent.futures
 import functools
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from tb_trainhealth.cli.arguments import EPILOG, EXIT_FINDINGS, EXIT_OK, fail
@@ -18,7 +20,7 @@ from tb_trainhealth.cli.json_report import RUN_ORDER, UNREADABLE, render_json
 from tb_trainhealth.cli.progress import clear_progress, show_reading, show_runs_diagnosed
 from tb_trainhealth.cli.text_report import render_text
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Severity
+from tb_trainhealth.findings import Severity, run_status
 from tb_trainhealth.read import event_files
 from tb_trainhealth.run_paths import is_local
 
@@ -64,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failing else EXIT_OK
 
 
-def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]:
+def diagnose_logdir(
+    logdir: str, progress: bool = False, clock: Callable[[], float] = time.time
+) -> list[dict[str, Any]]:
     """Diagnose every run under logdir, worst first: [{"run", "status", "findings", "errors",
     "file_errors", "event_counts", "axis", "diagnosed", "empty"}]: the run's recorded events by
     kind (nonfinite, oom, ...), whether its positions are batch steps or (per-epoch data only)
@@ -72,7 +76,9 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     A run none of whose files can be read is listed too, with its errors (diagnosed: False) and
     the status "unreadable", as is a listed run of which nothing could be read.
 
-    progress: draw a one-line progress bar on stderr (only for a terminal, never with --json)."""
+    progress: draw a one-line progress bar on stderr (only for a terminal, never with --json).
+    clock: the wall-clock time of the diagnosis (runs that stopped writing and event files are
+    judged against it; tests pass their own)."""
     from tb_trainhealth.diagnosis import diagnose_run
     from tb_trainhealth.read.load_batches import loaded_run_batches, run_directories, training_runs
     from tb_trainhealth.read.logdir import NoRunsError, unreadable_directories
@@ -85,19 +91,18 @@ def diagnose_logdir(logdir: str, progress: bool = False) -> list[dict[str, Any]]
     ]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as checking:
         # Every event file's framing and checksums, while TensorBoard's loader reads the same files.
-        file_check = checking.submit(event_files.check_logdir, logdir) if is_local(logdir) else None
+        file_check = checking.submit(event_files.check_logdir, logdir, clock()) if is_local(logdir) else None
         try:
             expected = len(training_runs(run_directories(logdir))) if progress and is_local(logdir) else 0
             for provider in loaded_run_batches(logdir):
-                _diagnose_runs(SignalReader(provider), diagnose_run, results, expected)
+                _diagnose_runs(SignalReader(provider), functools.partial(diagnose_run, clock=clock), results, expected)
         except NoRunsError:
             if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
                 raise
         problems = file_check.result() if file_check is not None else {}
     _add_file_problems(results, problems)
     for result in results:
-        if _read_nothing(result):
-            result["status"] = UNREADABLE
+        _tell_one_story(result)
     results.sort(key=lambda r: (RUN_ORDER[r["status"]], r["run"]))
     return results
 
@@ -115,6 +120,19 @@ def _add_file_problems(results: list[dict[str, Any]], problems: dict[str, list[e
             results.append(by_name[name])
         by_name[name]["errors"].extend(errors)
         by_name[name]["file_errors"].extend(p.to_dict() for p in found)
+
+
+def _tell_one_story(result: dict[str, Any]) -> None:
+    """The run's status from its findings and files together: a run cut short after the fact
+    (a truncated copy) was not killed, and a run of which nothing was read is not ok."""
+    from tb_trainhealth.rules.stalls import without_kill_claim  # (here: the rules load with the first diagnosis)
+
+    cut = any(problem["kind"] == event_files.TRUNCATED_COPY for problem in result["file_errors"])
+    findings = without_kill_claim(result["findings"], tail_cut_off=cut)
+    if len(findings) != len(result["findings"]):
+        result["findings"], result["status"] = findings, run_status(findings)
+    if _read_nothing(result):
+        result["status"] = UNREADABLE
 
 
 def _read_nothing(result: dict[str, Any]) -> bool:

@@ -10,7 +10,10 @@ TensorFlow's `RecordWriter`) and says, per file, what is wrong in plain words.
 
 A file that ends inside a record is normal while its writer is still writing (it flushes whole
 buffers, not whole records): that is a `partial_live` note when the file was modified within
-LIVE_SECONDS, else a `truncated` error (the writing process died mid-record).
+LIVE_SECONDS, else a `truncated` error (the writing process died mid-record). Unless the file
+was modified long after its last complete event (COPY_GAP_SECONDS): then no writer cut it
+mid-write, it is a `truncated_copy` (a copy or sync cut short), a note that claims neither live
+writing nor a dead writer.
 
 Checked files are remembered by (device, inode) with the offset up to which they were good,
 so a re-check (the plugin's, every listing) only reads what was appended since.
@@ -24,6 +27,7 @@ import struct
 import threading
 import time
 
+from tb_trainhealth.contract import stall
 from tb_trainhealth.run_paths import training_run_of
 
 try:  # C implementation: ~1 GB/s; the pure-Python fallback would take minutes per big file
@@ -33,11 +37,18 @@ except ImportError:  # pragma: no cover - google-crc32c is an install requiremen
 
 # A file modified within this many seconds may still be written: an incomplete last record is normal.
 LIVE_SECONDS = 300.0
+# A writer that stops mid-record leaves its file's mtime within its flush interval of its last
+# complete event (tf.summary's and TensorBoard's writers flush every 120 s). A file that ends
+# mid-record and was modified more than this after its last complete event was cut after the
+# fact: a truncated copy. The default stall allowance (contract.stall): past it a run that wrote
+# nothing would count as stalled, so such a file is not a live run's either.
+COPY_GAP_SECONDS = stall.DEFAULT_STALL_SECONDS
 # Kinds of problem (stable strings: the CLI's JSON and the tab's runs route carry them).
 UNREADABLE = "unreadable"  # nothing in the file can be read (not an event file, or garbage from byte 0)
 CORRUPT = "corrupt"  # a record fails its checksum: TensorBoard reads the file only up to there, or misreads it
 TRUNCATED = "truncated"  # the file ends inside a record and is not written any more (the writer died)
 PARTIAL_LIVE = "partial_live"  # the file ends inside a record while it is still being written: normal
+TRUNCATED_COPY = "truncated_copy"  # ends inside a record, modified long after its last event: a cut copy
 ERROR_KINDS = (UNREADABLE, CORRUPT, TRUNCATED)
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
@@ -94,6 +105,8 @@ class _Scan:
     mtime: float = 0.0
     problem: tuple[str, str] | None = None  # (kind, error) before the live/finished decision
     at_end: bool = False  # the walk reached the file's end (else it stopped at BYTES_PER_CHECK)
+    last_record_at: int = -1  # offset of the last complete record (-1: none yet)
+    last_event_time: float | None = None  # its wall time, read when the file ends inside a record
 
 
 def _walk(path: str, scan: _Scan) -> None:
@@ -113,6 +126,7 @@ def _walk(path: str, scan: _Scan) -> None:
                     return
                 if len(buffer) < _HEADER.size:
                     scan.problem = (TRUNCATED, f"ends inside a record's header ({len(buffer)} of 12 bytes)")
+                    scan.last_event_time = _event_time(f, scan.last_record_at)
                     return
             header = buffer[pos : pos + _HEADER.size]
             if header not in good_headers:  # records of one kind repeat their length: checked once
@@ -129,16 +143,50 @@ def _walk(path: str, scan: _Scan) -> None:
                 if _HEADER.size + length + _CRC.size > len(buffer):
                     have = len(buffer) - _HEADER.size
                     scan.problem = (TRUNCATED, f"ends inside a record ({have} of {length + 4} bytes)")
+                    scan.last_event_time = _event_time(f, scan.last_record_at)
                     return
                 continue
             if _masked_crc(buffer[start:end]) != _CRC.unpack_from(buffer, end)[0]:
                 scan.problem = (CORRUPT, "the record's data fails its checksum")
                 return
+            scan.last_record_at = scan.good_bytes
             scan.good_bytes += end + _CRC.size - pos
             scan.records += 1
             pos = end + _CRC.size
             if scan.good_bytes >= stop_at:
                 return
+
+
+def _event_time(f, offset: int) -> float | None:
+    """Wall time of the complete record at `offset` (None: no record, or not an event): what
+    tells a truncated copy from a file its writer is still writing."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+
+    if offset < 0:
+        return None
+    f.seek(offset)
+    length = _HEADER.unpack(f.read(_HEADER.size))[0]
+    try:
+        wall_time = event_pb2.Event.FromString(f.read(length)).wall_time
+    except DecodeError:
+        return None
+    return wall_time or None
+
+
+def _age_text(seconds: float) -> str:
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.0f} days"
+
+
+def _copy_gap(scan: _Scan) -> float | None:
+    """How much later than its last complete event the file was modified, where that is too long
+    for the writer to have cut it mid-write (COPY_GAP_SECONDS); else None."""
+    if scan.last_event_time is None:
+        return None
+    gap = scan.mtime - scan.last_event_time
+    return gap if gap > COPY_GAP_SECONDS else None
 
 
 def _problem(relpath: str, scan: _Scan, now: float) -> FileProblem | None:
@@ -147,6 +195,15 @@ def _problem(relpath: str, scan: _Scan, now: float) -> FileProblem | None:
     kind, what = scan.problem
     rest = scan.size - scan.good_bytes
     if kind == TRUNCATED:
+        gap = _copy_gap(scan)
+        if gap is not None:
+            return FileProblem(
+                relpath,
+                TRUNCATED_COPY,
+                f"the file {what}: a truncated copy, not a live run (its last complete event is "
+                f"{_age_text(gap)} older than the file); the {scan.records} complete record(s) before the cut are "
+                "read, what followed them (the run's end, if it had one) is not in this copy",
+            )
         if now - scan.mtime < LIVE_SECONDS:
             return FileProblem(
                 relpath, PARTIAL_LIVE, f"last record incomplete while the file is still written ({what})"
