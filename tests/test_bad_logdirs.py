@@ -262,7 +262,7 @@ def test_a_logdir_holding_only_garbage_lists_it_and_exits_2(tmp_path):
     assert proc.returncode == 2 and "nothing under" in proc.stderr and "could be read" in proc.stderr
     assert "Traceback" not in proc.stderr and "no TensorBoard event files" not in proc.stderr
     (run,) = json.loads(proc.stdout)["runs"]
-    assert run["run"] == "." and run["file_errors"][0]["kind"] == "unreadable" and run["errors"]
+    assert run["run"] == tmp_path.name and run["file_errors"][0]["kind"] == "unreadable" and run["errors"]
 
 
 def test_a_growing_file_is_read_again_only_from_where_it_was_good(tmp_path):

@@ -96,6 +96,24 @@ def test_plain_tf_summary_loss_series(tmp_path):
     assert 230 <= finding["step"] <= 270 and Severity.parse(finding["severity"]) >= Severity.WARNING
 
 
+def test_a_run_folder_given_as_the_logdir_is_named_by_its_folder(tmp_path):
+    """TensorBoard calls a run in the logdir itself "."; the user who typed its folder knows it by name."""
+    writer = tf.summary.create_file_writer(str(tmp_path / "my_run"))
+    with writer.as_default():
+        for step in range(1, 201):
+            tf.summary.scalar("loss", 1.0 + 0.02 * np.sin(step), step=step)  # a plateau: one warning
+    writer.close()
+    for logdir in (str(tmp_path / "my_run"), str(tmp_path / "my_run") + "/"):
+        (run,) = json.loads(cli("diagnose", logdir, "--json").stdout)["runs"]
+        assert run["run"] == "my_run" and run["status"] == "warning"
+        assert cli("diagnose", logdir).stdout.startswith("WARNING  my_run  (1 finding(s))\n")
+    in_it = subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", "diagnose", ".", "--json"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path / "my_run",
+    )  # fmt: skip
+    assert [r["run"] for r in json.loads(in_it.stdout)["runs"]] == ["my_run"]
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -10,6 +10,7 @@ import argparse
 import collections
 import concurrent.futures
 import functools
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -103,6 +104,7 @@ def diagnose_logdir(
     _add_file_problems(results, problems)
     for result in results:
         _tell_one_story(result)
+    _name_the_logdir_run(results, logdir)
     results.sort(key=lambda r: (RUN_ORDER[r["status"]], r["run"]))
     return results
 
@@ -120,6 +122,24 @@ def _add_file_problems(results: list[dict[str, Any]], problems: dict[str, list[e
             results.append(by_name[name])
         by_name[name]["errors"].extend(errors)
         by_name[name]["file_errors"].extend(p.to_dict() for p in found)
+
+
+def _name_the_logdir_run(results: list[dict[str, Any]], logdir: str) -> None:
+    """TensorBoard names a run written into the logdir itself "."; a user who points diagnose at
+    a run's own folder knows it by that folder's name ("." stays where the name is taken)."""
+    name = _folder_name(logdir)
+    if not name or any(r["run"] == name for r in results):
+        return
+    for result in results:
+        if result["run"] == ".":
+            result["run"] = name
+
+
+def _folder_name(logdir: str) -> str:
+    """The last part of a local path (resolved: "." is the current folder) or of a URL."""
+    if is_local(logdir):
+        return os.path.basename(os.path.abspath(logdir))
+    return logdir.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _tell_one_story(result: dict[str, Any]) -> None:
