@@ -20,11 +20,12 @@ exit status:
   1  a finding at or above --fail-on (default: critical)
   2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
 
---json prints {"runs": [{"run", "status", "findings", "errors", "event_counts"}, ...]}, worst
-run first; "status": "critical", "warning", "ok" or "unreadable" (nothing of the run could
-be read: counted apart from ok; no run readable at all exits 2). A finding: {"code",
-"severity", "step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence":
-{"series", "start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
+--json prints {"runs": [{"run", "status", "findings", "errors", "file_errors",
+"event_counts"}, ...]}, worst run first; "status": "critical", "warning", "ok" or
+"unreadable" (nothing of the run could be read: counted apart from ok; no run readable at
+all exits 2); "file_errors": [{"file", "error", "kind"}]. A finding: {"code", "severity",
+"step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence": {"series",
+"start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
 Finding codes are stable: see README's table.
 """
 

@@ -50,6 +50,7 @@ TRUNCATED = "truncated"  # the file ends inside a record and is not written any 
 PARTIAL_LIVE = "partial_live"  # the file ends inside a record while it is still being written: normal
 TRUNCATED_COPY = "truncated_copy"  # ends inside a record, modified long after its last event: a cut copy
 ERROR_KINDS = (UNREADABLE, CORRUPT, TRUNCATED)
+NOTE_KINDS = (PARTIAL_LIVE, TRUNCATED_COPY)  # what a reader may want to know; the file is not broken
 _HEADER = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
 _CHUNK = 1 << 24  # bytes read at a time

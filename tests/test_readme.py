@@ -1,0 +1,140 @@
+"""README says what the code does: its tables of finding codes and its description of
+`diagnose --json` are checked against the rule registry and the JSON the CLI writes, so the
+two cannot drift apart again (a code left out, a row pasted into another, a key never written).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from tb_trainhealth.cli.arguments import EPILOG
+from tb_trainhealth.cli.json_report import UNREADABLE, render_json
+from tb_trainhealth.compare.comparison import CODE as COMPARE_CODE
+from tb_trainhealth.findings import STATUS_ORDER, Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.read import event_files
+from tb_trainhealth.rules import RULES
+
+README = (Path(ROOT) / "README.md").read_text()
+CODE_NAME = re.compile(r"`([a-z]+(?:_[a-z]+)+|[a-z]+)`")
+KEY = re.compile(r'"(\w+)"')
+
+
+def registry_codes() -> set[str]:
+    """Every finding code the package gives: the rule registry's and `compare`'s."""
+    return {code for rule in RULES for code in rule.codes} | {COMPARE_CODE}
+
+
+def section(title: str) -> str:
+    """README's text under `## title`, up to the next section."""
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end >= 0 else None]
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Each Markdown table in `text` as rows of cells, its header row first (no separator row)."""
+    found, rows = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            if not re.fullmatch(r"\|(\s*-+\s*\|)+", line):
+                rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            found, rows = [*found, rows], []
+    return found
+
+
+def code_tables() -> list[tuple[str, list[list[str]]]]:
+    """(section, table) for every table of README with a "code" column."""
+    titles = re.findall(r"^## (.+)$", README, re.M)
+    return [(title, table) for title in titles for table in tables(section(title)) if "code" in table[0]]
+
+
+def sample_results() -> list[dict]:
+    """One run as `diagnose_logdir` gives it, with a finding that fills every field."""
+    finding = Finding(
+        code="nonfinite",
+        severity=Severity.CRITICAL,
+        step=38,
+        title="NaN",
+        detail="NaN in the loss",
+        evidence=Evidence(("loss",), 1, 38, layer="dense", facts=(Fact("first NaN", "38"),), check="first_batch"),
+        fixes=(Fix("Lower the learning rate.", "lr = 1e-4"),),
+    )
+    problem = event_files.FileProblem("run/events.out.tfevents.1.host", event_files.TRUNCATED, "truncated: ...")
+    result = {"run": "run", "status": "critical", "findings": [finding], "errors": [problem.text()]}
+    result |= {"file_errors": [problem.to_dict()], "event_counts": {"nonfinite": 1}, "axis": "step"}
+    return [result]
+
+
+def written_run() -> dict:
+    return json.loads(render_json(sample_results()))["runs"][0]
+
+
+def finding_keys(finding: dict) -> set[str]:
+    """A finding's keys with those of its evidence, facts and fixes."""
+    evidence = finding["evidence"]
+    return {*finding, *evidence, *evidence["facts"][0], *finding["fixes"][0]}
+
+
+def test_the_codes_table_has_one_row_for_every_code_the_package_gives():
+    (table,) = tables(section("Finding codes"))
+    header, *rows = table
+    assert header == ["code", "what it means", "severity", "based on"]
+    assert [row for row in rows if len(row) != len(header)] == []  # no row pasted into another
+    codes = [CODE_NAME.fullmatch(row[0]).group(1) for row in rows]
+    assert len(codes) == len(set(codes))
+    assert set(codes) == registry_codes()
+
+
+@pytest.mark.parametrize("title", ["The usual mistakes, caught before they cost a day", "Preflight"])
+def test_tables_of_mistakes_name_only_known_codes(title):
+    found = [table for where, table in code_tables() if where.startswith(title)]
+    assert found, f"no table with a code column under '{title}'"
+    for header, *rows in found:
+        column = header.index("code")
+        assert [row for row in rows if len(row) != len(header)] == []  # no row pasted into another
+        named = [CODE_NAME.findall(row[column]) for row in rows]
+        assert all(names or row[column] == "as above" for names, row in zip(named, rows))
+        assert {code for names in named for code in names} <= registry_codes()
+
+
+def described_json() -> str:
+    (shape,) = re.findall(r'`(\{"runs": \[\{.*?\}\]\})`', section("The CLI"), re.S)
+    return shape
+
+
+def test_readme_names_exactly_the_run_keys_diagnose_json_writes():
+    assert set(KEY.findall(described_json())) - {"runs"} == set(written_run())
+
+
+def test_readme_names_every_key_of_a_finding_and_of_a_file_error():
+    cli_section = section("The CLI")
+    start = cli_section.index("each finding has")
+    sentence = cli_section[start : cli_section.index("Text output", start)]
+    described = set(re.findall(r"`(\w+)`", sentence)) | set(KEY.findall(sentence))
+    run = written_run()
+    assert finding_keys(run["findings"][0]) <= described
+    (file_errors,) = re.findall(r"`file_errors` \(`(\{[^}]*\})`", cli_section)
+    assert set(KEY.findall(file_errors)) == set(run["file_errors"][0])
+
+
+def test_readme_lists_every_status_and_file_problem_kind():
+    cli_section = section("The CLI")
+    (statuses,) = re.findall(r"\(`status`: ([^;]*);", cli_section)
+    assert CODE_NAME.findall(statuses) == [*STATUS_ORDER, UNREADABLE]
+    (kinds,) = re.findall(r'`\{"file", "error", "kind"\}`, kind ([^)]*)\)', cli_section, re.S)
+    assert set(CODE_NAME.findall(kinds)) == {*event_files.ERROR_KINDS, *event_files.NOTE_KINDS}
+
+
+def test_help_describes_the_same_json():
+    (runs,) = re.findall(r'\{"runs": \[\{(.*?)\}, \.\.\.\]\}', EPILOG, re.S)
+    assert set(KEY.findall(runs)) == set(written_run())
+    finding = EPILOG[EPILOG.index("A finding:") :]
+    assert set(KEY.findall(finding)) == finding_keys(written_run()["findings"][0])
+    statuses = EPILOG[EPILOG.index('"status":') : EPILOG.index("(nothing")]
+    assert KEY.findall(statuses)[1:] == [*STATUS_ORDER, UNREADABLE]
