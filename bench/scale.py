@@ -1,7 +1,7 @@
 """`tb-trainhealth diagnose` on a huge logdir: wall time and peak memory of the whole process tree.
 
 Builds (once, cached under --logdir) 100 runs x 100,000 steps of a 100-layer model laid out
-as HealthCallback writes them (~6.4 GB), then times `diagnose --json` as a user runs it
+as HealthCallback writes them (~4.9 GiB; it prints the size), then times `diagnose --json` as a user runs it
 (through TensorBoard's Rust data server) and, on the first --compare runs only, side by side
 with TensorBoard's Python ingester (the path without the data server), scaled per run.
 Peak memory is the largest sum of RSS over the CLI and its children, sampled every 50 ms.

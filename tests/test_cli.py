@@ -45,7 +45,7 @@ def test_local_logdirs_load_through_the_data_server_and_read_the_same_without_it
     from tb_trainhealth.read.logdir import loaded_logdir
 
     with loaded_logdir(scenario_logdir) as provider:
-        assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader, ~30x faster
+        assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader (bench/scale.py times both)
     fast = cli("diagnose", scenario_logdir, "--json", env={"RUST_LOG": "warn"})  # the user's RUST_LOG
     for server in ("/nonexistent", "/bin/false"):  # not installed; installed but cannot start
         slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": server})

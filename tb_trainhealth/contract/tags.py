@@ -45,7 +45,7 @@ EPOCH_TAG_PREFIX = "health/epoch/"
 
 # One float32 vector a step (data class TENSOR) holding the step's ROW_COLUMNS: TensorBoard's
 # loaders pay per value, not per byte, so one value a step instead of four loads a long run
-# ~40% faster. A row of 3 is a step whose loss the probe could not capture (ROW_COLUMNS_WITHOUT_LOSS).
+# faster. A row of 3 is a step whose loss the probe could not capture (ROW_COLUMNS_WITHOUT_LOSS).
 # Step time and input wait are NaN where they were not measured; a NaN loss or gradient norm is real.
 TAG_ROW = "health/row"
 ROW_COLUMNS = (TAG_LOSS, TAG_GRAD_NORM, TAG_STEP_TIME_MS, TAG_INPUT_WAIT_MS)
