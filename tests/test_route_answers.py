@@ -3,6 +3,7 @@ no WSGI client (the routes' HTTP side is tests/test_plugin.py's)."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 
@@ -147,3 +148,104 @@ def test_downsampling_keeps_a_lone_spike_and_the_first_nan():
     values[4321], values[7000:] = 1e6, np.nan
     keep = route_answers.downsample_index(values, 30)
     assert len(keep) <= 30 and {0, 4321, 7000, 9999} <= set(keep.tolist())
+
+
+@pytest.fixture(scope="module")
+def compare_logdir(tmp_path_factory) -> str:
+    """compare_training's runs, trained one after another: wider (another model), slow_lr, base, tiny_lr."""
+    from compare_training import write_runs
+
+    root = tmp_path_factory.mktemp("compare_routes")
+    write_runs(str(root))
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def compare_cache(compare_logdir) -> DiagnosisCache:
+    return cache_for(compare_logdir)
+
+
+def test_compare_answer_names_the_learning_rate_and_overlays_both_runs(compare_cache):
+    answer = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", "base", points=40)
+    json.dumps(answer, allow_nan=False)  # what the route sends
+    assert (answer["run"], answer["baseline"], answer["picked"]) == ("tiny_lr", "base", False)
+    assert answer["verdict"] == "worse" and answer["changes"][0]["setting"] == "learning_rate"
+    assert "EarlyStopping.patience" in [c["setting"] for c in answer["changes"][1:]]
+    assert answer["findings"][0]["code"] == "worse_than_baseline"
+    curves = answer["curves"]
+    assert (curves["x"], curves["loss"]) == ("step", "loss")
+    assert isinstance(answer["parted_at_step"], int) and curves["parted_at"] == answer["parted_at_step"]
+    for side in ("run", "baseline"):
+        assert set(curves[side]) == {"loss", "epoch_val_loss", "epoch_val_accuracy"}
+        loss = curves[side]["loss"]
+        assert 2 <= len(loss["steps"]) <= 40 and loss["steps"] == sorted(loss["steps"])
+        assert len(curves[side]["epoch_val_accuracy"]["values"]) == 6  # one point per epoch
+    diagnoses = {name: route_answers.find_diagnosis(compare_cache, CTX, name) for name in ("tiny_lr", "base")}
+    full = diagnoses["base"].signals.series["loss"]
+    assert curves["baseline"]["loss"]["steps"][-1] == full.steps[-1]
+    ratios = answer["layer_grad_ratio"]
+    # Keras numbered the layers per model built: matched by position, not by name.
+    assert [r["layer"] for r in ratios] == [layer.name for layer in diagnoses["tiny_lr"].signals.layers]
+    assert [r["baseline_layer"] for r in ratios] == [layer.name for layer in diagnoses["base"].signals.layers]
+    for r in ratios:
+        assert r["run"] > 0 and r["baseline"] > 0 and r["ratio"] == pytest.approx(r["run"] / r["baseline"])
+
+
+def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(compare_cache, monkeypatch):
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 600.0)  # every run diagnosed: all candidates
+    best = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", route_answers.BEST)
+    assert (best["baseline"], best["picked"], best["verdict"]) == ("base", True, "worse")  # not slow_lr, not wider
+    named = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", "base")
+    assert {**best, "picked": False} == named
+    # slow_lr was trained first of its model (wider, before it, is another model): nothing to compare with.
+    first = route_answers.compare_answer(compare_cache, CTX, "slow_lr", route_answers.BEST)
+    assert (first["baseline"], first["verdict"], first["curves"]) == (None, "unknown", None)
+    assert "no earlier run of the same model" in first["why"]
+
+
+def test_compare_answer_rejects_itself_unknown_runs_and_bad_points(compare_cache):
+    with pytest.raises(errors.InvalidArgumentError, match="same run"):
+        route_answers.compare_answer(compare_cache, CTX, "base", "base")
+    with pytest.raises(errors.NotFoundError, match="no run named 'nope'"):
+        route_answers.compare_answer(compare_cache, CTX, "nope", "base")
+    with pytest.raises(errors.NotFoundError, match="no baseline run named 'nope'"):
+        route_answers.compare_answer(compare_cache, CTX, "base", "nope")
+    with pytest.raises(errors.InvalidArgumentError, match="points must be"):
+        route_answers.compare_answer(compare_cache, CTX, "tiny_lr", "base", points=1)
+
+
+def test_compare_route_answers_json_and_clear_4xx_errors(compare_logdir):
+    """Through TensorBoard's WSGI app: the parameters are checked like the other routes'."""
+    from test_plugin import client_for, get_json
+
+    client = client_for(compare_logdir)
+    answer = get_json(client, "/compare?run=tiny_lr&baseline=base&points=30")
+    assert answer["verdict"] == "worse" and answer["changes"][0]["setting"] == "learning_rate"
+    for path, status, message in [
+        ("/compare?run=base&baseline=base", 400, "same run"),
+        ("/compare?run=base", 400, "missing query parameter 'baseline'"),
+        ("/compare?run=base&baseline=tiny_lr&extra=1", 400, "unknown query parameter"),
+        ("/compare?run=base&baseline=tiny_lr&points=x", 400, "points must be"),
+        ("/compare?run=nope&baseline=base", 404, "no run named"),
+        ("/compare?run=base&baseline=nope", 404, "no baseline run named"),
+    ]:
+        assert message in get_json(client, path, status)["error"], path
+
+
+def test_fuzzed_compare_queries_never_get_a_500(compare_logdir):
+    from urllib.parse import urlencode
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from test_plugin import PREFIX, client_for
+
+    client = client_for(compare_logdir)
+    names = st.sampled_from(["base", "tiny_lr", "wider", "best", "", "\x00", "%FF", "9" * 40]) | st.text(max_size=50)
+
+    @settings(max_examples=60, deadline=None)
+    @given(params=st.dictionaries(st.sampled_from(["run", "baseline", "points", "x"]), names, max_size=4))
+    def fuzz(params):
+        response = client.get(f"{PREFIX}/compare?{urlencode(params)}")
+        assert response.status_code < 500, (params, response.get_data(as_text=True)[:300])
+
+    fuzz()

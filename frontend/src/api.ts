@@ -115,27 +115,27 @@ function isObj(v: unknown): v is Obj {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-function obj(v: unknown): Obj {
+export function obj(v: unknown): Obj {
   return isObj(v) ? v : {};
 }
 
-function str(v: unknown, fallback = ""): string {
+export function str(v: unknown, fallback = ""): string {
   return typeof v === "string" ? v : fallback;
 }
 
-function strOrNull(v: unknown): string | null {
+export function strOrNull(v: unknown): string | null {
   return typeof v === "string" ? v : null;
 }
 
-function num(v: unknown): number | null {
+export function num(v: unknown): number | null {
   return typeof v === "number" && Number.isFinite(v) ? v : null;
 }
 
-function arr(v: unknown): unknown[] {
+export function arr(v: unknown): unknown[] {
   return Array.isArray(v) ? v : [];
 }
 
-function strs(v: unknown): string[] {
+export function strs(v: unknown): string[] {
   return arr(v).filter((x): x is string => typeof x === "string");
 }
 
@@ -147,7 +147,7 @@ function severity(v: unknown): Severity {
   return v === "critical" || v === "warning" ? v : "info";
 }
 
-async function getJson(url: string): Promise<unknown> {
+export async function getJson(url: string): Promise<unknown> {
   let resp: Response;
   try {
     resp = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store", credentials: "same-origin" });
@@ -188,7 +188,7 @@ function parseRun(v: unknown): RunSummary {
   return run;
 }
 
-function parseFinding(v: unknown): Finding {
+export function parseFinding(v: unknown): Finding {
   const o = obj(v);
   const e = obj(o["evidence"]);
   return {
@@ -222,7 +222,7 @@ function parseLead(v: unknown): Lead | null {
   return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]) } : null;
 }
 
-function numsOrNull(v: unknown): (number | null)[] {
+export function numsOrNull(v: unknown): (number | null)[] {
   return arr(v).map(num);
 }
 

@@ -104,6 +104,7 @@ export class App {
           (unreadable ? ", " + unreadable + " unreadable" : "") +
           (n.pending ? ", " + n.pending + " still being diagnosed" : "");
     this.runList.update(runs);
+    this.runView.setRuns(runs.map((r) => r.run));
     if (runs.length === 0) {
       this.layout.hidden = true;
       this.runView.reset();

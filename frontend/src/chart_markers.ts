@@ -73,7 +73,7 @@ export function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]
           ctx.lineTo(x, u.bbox.top + u.bbox.height);
           ctx.stroke();
           ctx.setLineDash([]);
-          const label = "onset " + (spec.axis === "epoch" ? "epoch " : "") + fmtStep(spec.onset);
+          const label = (spec.onsetLabel ?? "onset") + " " + (spec.axis === "epoch" ? "epoch " : "") + fmtStep(spec.onset);
           ctx.font = `500 ${Math.round(10 * r)}px Roboto, "Helvetica Neue", Arial, sans-serif`;
           const w = ctx.measureText(label).width;
           const right = x + 4 * r + w <= u.bbox.left + u.bbox.width;

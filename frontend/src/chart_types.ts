@@ -16,6 +16,8 @@ export interface PanelSpec {
   height: number;
   onset?: number | null;
   onsetColor?: string;
+  /** The word before the onset's step on the chart: "onset" unless given ("parted"). */
+  onsetLabel?: string;
   band?: [number | null, number | null] | null;
   syncKey?: string;
   /** What x counts: "step" (batch steps, the default) or "epoch". */

@@ -1,7 +1,9 @@
 // One run's page on the right: fetches its findings and the series behind them, then shows
-// the header, problems reading the run, the no-callback hint, the chart of its worst problem,
-// its timeline and the finding cards. Keeps the scroll position when the same run is refreshed.
+// the header, problems reading the run, the no-callback hint, the comparison with a baseline
+// run (compare_view.ts), the chart of its worst problem, its timeline and the finding cards.
+// Keeps the scroll position when the same run is refreshed.
 import { fetchFindings, fetchSeries, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
+import { CompareSection } from "./compare_view";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
 import { findingCard, type MountCharts } from "./finding_card";
@@ -29,6 +31,7 @@ function seriesToFetch(f: RunFindings): string[] {
 export class RunView {
   readonly element = h("main", { class: "th-main" });
   private readonly charts = new EvidenceCharts();
+  private readonly compare = new CompareSection();
   private token = 0; // a newer load makes older ones drop their results
   private shownRun: string | null = null;
   private shownKey: string | null = null; // runKey of the run on screen
@@ -49,9 +52,15 @@ export class RunView {
     return this.shownRun === run.run && this.shownKey === runKey(run);
   }
 
+  /** The experiment's runs, for the "Compare with..." select. */
+  setRuns(names: string[]): void {
+    this.compare.setRuns(names);
+  }
+
   /** Forgets what is shown and frees the charts (the view is hidden, or going away). */
   reset(): void {
     this.charts.destroyAll();
+    this.compare.reset();
     this.shownRun = null;
     this.shownKey = null;
   }
@@ -95,6 +104,8 @@ export class RunView {
     clear(main);
     main.appendChild(view.element);
     for (const mountCharts of view.mounts) mountCharts(series, seriesError);
+    if (summary?.unreadable) this.compare.reset();
+    else this.compare.show(run, keepScroll);
     main.scrollTop = keepScroll ? scroll : 0;
     this.shownRun = run;
     this.shownKey = summary ? runKey(summary) : null;
@@ -119,6 +130,7 @@ export class RunView {
     const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
     if (errors.length > 0) view.appendChild(errorsNotice(errors));
     if (!f.has_health_data && !summary?.unreadable) view.appendChild(noCallbackHint());
+    if (!summary?.unreadable) view.appendChild(this.compare.element);
 
     if (f.lead) {
       const { card, mount } = this.leadCard(f, f.lead);

@@ -1,8 +1,10 @@
-// Remembers the selected run and the run filter across reloads of the tab's iframe
-// (sessionStorage; silently does nothing where storage is unavailable).
+// Remembers the selected run, the run filter and each run's chosen baseline across reloads
+// of the tab's iframe (sessionStorage; silently does nothing where storage is unavailable).
 
 export const STORE_SELECTED = "tb-trainhealth.selected";
 export const STORE_FILTER = "tb-trainhealth.filter";
+/** Followed by a run's name: the baseline chosen for that run ("Compare with..."). */
+export const STORE_BASELINE = "tb-trainhealth.baseline.";
 
 export function stored(key: string): string | null {
   try {

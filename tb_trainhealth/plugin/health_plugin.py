@@ -82,6 +82,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "/runs": self._guard(self._runs),
             "/findings": self._guard(self._findings),
             "/series": self._guard(self._series),
+            "/compare": self._guard(self._compare),
         }
 
     def data_plugin_names(self):
@@ -132,6 +133,14 @@ class HealthPlugin(base_plugin.TBPlugin):
         names = _param(request, "names").split(",")
         points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS)
         return route_answers.series_answer(diagnosis, names, points)
+
+    def _compare(self, request) -> dict[str, Any]:
+        """/compare?run=&baseline=[&points=]: baseline a run's name, or "best" (the best earlier
+        run of the same model)."""
+        _check_params(request, allowed=("run", "baseline", "points"))
+        run, baseline = _param(request, "run"), _param(request, "baseline")
+        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS)
+        return route_answers.compare_answer(self._cache(request), _ctx(request), run, baseline, points)
 
 
 def _ctx(request):

@@ -17,13 +17,16 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
 
+from tb_trainhealth.compare.baseline_pick import best_earlier_run
+from tb_trainhealth.compare.comparison import compare
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.diagnosis import Diagnosis
 from tb_trainhealth.findings import STATUS_ORDER
+from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.plugin.lead_chart import lead_chart
 from tb_trainhealth.read import event_files
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.timeline import timeline
 
 MIN_POINTS = 2
@@ -31,6 +34,8 @@ MAX_POINTS = 2000
 DEFAULT_POINTS = 500
 # Status of a run whose first diagnosis is still running (the tab polls again soon).
 PENDING = "pending"
+# The compare route's baseline meaning "the best earlier run of the same model" (baseline_pick.py).
+BEST = "best"
 _SEVERITIES = ("critical", "warning", "info")
 
 Problems = dict[str, list[event_files.FileProblem]]
@@ -113,8 +118,79 @@ def series_answer(diagnosis: Diagnosis, names: list[str], points: int = DEFAULT_
     return out
 
 
+def compare_answer(
+    cache: DiagnosisCache, ctx: tb_context.RequestContext, run: str, baseline: str, points: int = DEFAULT_POINTS
+) -> dict[str, Any]:
+    """The run against a baseline: `Comparison.to_json()` (the contract of `tb-trainhealth compare
+    --json`), `axis` (the run's: what parted_at_step counts), `picked` (the baseline was chosen as
+    BEST), `curves` (both runs' loss and validation curves on one x, points as series_answer gives
+    them) and `layer_grad_ratio` (compare_curves.py).
+
+    `baseline` BEST picks the best earlier run of the same model among the runs diagnosed so far;
+    with none, the answer says so (baseline None, verdict "unknown"). Raises NotFoundError for an
+    unknown run or baseline, InvalidArgumentError for a run compared with itself or bad `points`."""
+    if not MIN_POINTS <= points <= MAX_POINTS:
+        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS}")
+    if baseline == run:
+        raise errors.InvalidArgumentError(f"run and baseline are the same run ({run[:200]!r}): pick another baseline")
+    ours = find_diagnosis(cache, ctx, run)
+    if baseline == BEST:
+        diagnoses, _pending = cache.all(ctx)  # runs still being diagnosed are not candidates yet
+        name = best_earlier_run(ours.signals, [d.signals for d in diagnoses])
+        if name is None:
+            return _no_baseline(ours.signals)
+        theirs = next(d for d in diagnoses if d.group.name == name)
+    else:
+        found = cache.one(baseline, ctx)
+        if found is None:
+            raise errors.NotFoundError(f"no baseline run named {baseline[:200]!r}")
+        theirs = found
+    comparison = compare(ours.signals, theirs.signals, ours.findings, theirs.findings)
+    curves = compare_curves.overlay(ours.signals, theirs.signals, comparison.parted_at_step)
+    return {
+        **comparison.to_json(),
+        "axis": ours.signals.axis,
+        "picked": baseline == BEST,
+        "curves": {
+            "x": curves.x,
+            "loss": curves.loss,
+            "parted_at": curves.parted_at,
+            "run": {name: _points(series, points) for name, series in curves.run.items()},
+            "baseline": {name: _points(series, points) for name, series in curves.baseline.items()},
+        },
+        "layer_grad_ratio": compare_curves.layer_grad_ratio(ours.signals, theirs.signals),
+    }
+
+
+def _no_baseline(signals: RunSignals) -> dict[str, Any]:
+    """The compare answer when BEST finds no run to compare with, and why."""
+    if signals.last_write is None:
+        why = "this run's write times are unknown, so no run can be told to be earlier"
+    elif signals.settings.layers or signals.info.model:
+        why = "no earlier run of the same model exists (same layer classes, or same model name and layer count)"
+    else:
+        why = "this run records no model (layer classes or model name) to find earlier runs of"
+    return {
+        "run": signals.run,
+        "baseline": None,
+        "verdict": "unknown",
+        "why": why,
+        "changes": [],
+        "parted_at_step": None,
+        "metrics": [],
+        "findings": [],
+        "axis": signals.axis,
+        "picked": True,
+        "curves": None,
+        "layer_grad_ratio": [],
+    }
+
+
 def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
-    series = signals.series[name]
+    return _points(signals.series[name], points)
+
+
+def _points(series: Series, points: int) -> dict[str, Any]:
     keep = downsample_index(series.values, points)
     return {"steps": series.steps[keep].tolist(), "values": _finite_or_none(series.values[keep])}
 

@@ -1,0 +1,119 @@
+// The compare route's answer (compare?run=&baseline=): the run against a baseline as
+// `tb-trainhealth compare --json` gives it, plus what the tab draws beside it (both runs'
+// curves on one x, per-layer gradient-norm ratios). Parsed defensively like api.ts: every
+// value is data, rendered as text.
+import { arr, getJson, num, numsOrNull, obj, parseFinding, str, strOrNull, type Axis, type Finding, type ScalarSeries } from "./api";
+
+export type Verdict = "worse" | "same" | "better" | "unknown";
+/** A recorded setting's value: a JSON scalar or a short list of numbers; null is "not set". */
+export type SettingValue = string | number | boolean | null | number[];
+
+/** The `baseline` the route reads as "the best earlier run of this model". */
+export const BEST = "best";
+
+export interface Change {
+  setting: string;
+  baseline: SettingValue;
+  run: SettingValue;
+}
+
+export interface MetricRow {
+  name: string;
+  baseline: number | null;
+  run: number | null;
+}
+
+export interface LayerRatio {
+  layer: string;
+  baseline_layer: string | null;
+  run: number | null;
+  baseline: number | null;
+  ratio: number | null;
+}
+
+export interface CompareCurves {
+  /** What x counts: the runs' steps (or epochs), or epoch numbers where a step differs between them. */
+  x: Axis;
+  /** The training-loss series drawn: "loss" (per step) or "epoch_loss". */
+  loss: string;
+  parted_at: number | null;
+  run: Record<string, ScalarSeries>;
+  baseline: Record<string, ScalarSeries>;
+}
+
+export interface Comparison {
+  run: string;
+  /** null: "best" found no earlier run of the same model (`why` says so). */
+  baseline: string | null;
+  picked: boolean;
+  verdict: Verdict;
+  why: string;
+  /** What the run's steps count (parted_at_step is one of them). */
+  axis: Axis;
+  changes: Change[];
+  parted_at_step: number | null;
+  metrics: MetricRow[];
+  findings: Finding[];
+  curves: CompareCurves | null;
+  layer_grad_ratio: LayerRatio[];
+}
+
+function verdict(v: unknown): Verdict {
+  return v === "worse" || v === "same" || v === "better" ? v : "unknown";
+}
+
+function settingValue(v: unknown): SettingValue {
+  if (typeof v === "string" || typeof v === "boolean") return v;
+  if (Array.isArray(v)) return v.filter((x): x is number => typeof x === "number" && Number.isFinite(x));
+  return num(v);
+}
+
+function seriesMap(v: unknown): Record<string, ScalarSeries> {
+  // Null-prototype map: a series named "__proto__" stays a plain key.
+  const out = Object.create(null) as Record<string, ScalarSeries>;
+  for (const [name, raw] of Object.entries(obj(v))) {
+    const s = obj(raw);
+    out[name] = { steps: arr(s["steps"]).map((x) => num(x) ?? NaN), values: numsOrNull(s["values"]) };
+  }
+  return out;
+}
+
+function parseCurves(v: unknown): CompareCurves | null {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return null;
+  const o = obj(v);
+  return {
+    x: o["x"] === "epoch" ? "epoch" : "step",
+    loss: str(o["loss"], "loss"),
+    parted_at: num(o["parted_at"]),
+    run: seriesMap(o["run"]),
+    baseline: seriesMap(o["baseline"]),
+  };
+}
+
+export async function fetchCompare(run: string, baseline: string, points = 500): Promise<Comparison> {
+  const url = "compare?run=" + encodeURIComponent(run) + "&baseline=" + encodeURIComponent(baseline) + "&points=" + String(points);
+  const o = obj(await getJson(url));
+  return {
+    run: str(o["run"], run),
+    baseline: strOrNull(o["baseline"]),
+    picked: o["picked"] === true,
+    verdict: verdict(o["verdict"]),
+    why: str(o["why"]),
+    axis: o["axis"] === "epoch" ? "epoch" : "step",
+    changes: arr(o["changes"]).map((x) => {
+      const c = obj(x);
+      return { setting: str(c["setting"]), baseline: settingValue(c["baseline"]), run: settingValue(c["run"]) };
+    }),
+    parted_at_step: num(o["parted_at_step"]),
+    metrics: arr(o["metrics"]).map((x) => {
+      const m = obj(x);
+      return { name: str(m["name"]), baseline: num(m["baseline"]), run: num(m["run"]) };
+    }),
+    findings: arr(o["findings"]).map(parseFinding),
+    curves: parseCurves(o["curves"]),
+    layer_grad_ratio: arr(o["layer_grad_ratio"]).map((x) => {
+      const r = obj(x);
+      return { layer: str(r["layer"]), baseline_layer: strOrNull(r["baseline_layer"]), run: num(r["run"]), baseline: num(r["baseline"]), ratio: num(r["ratio"]) };
+    }),
+  };
+}

@@ -1,0 +1,126 @@
+"""The Health tab's comparison with a baseline run, in a real headless Chromium over a real
+TensorBoard: real runs trained with HealthCallback (compare_training.py), the baseline picked in
+the run page's "Compare with..." select."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from tensorboard_process import get_json, running_tensorboard, wait_for
+from test_browser import CHROMIUM, CHROMIUM_ARGS, health_frame
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+
+# A copy of the baseline under a name that is HTML; after "base" in name order, so "best" still picks "base".
+XSS_RUN = "~<img src=x onerror=alert(1)>"
+RUNS = ("base", "tiny_lr", XSS_RUN)
+
+
+@pytest.fixture(scope="module")
+def compare_logdir(tmp_path_factory) -> str:
+    from compare_training import write_runs
+
+    root = tmp_path_factory.mktemp("browser_compare")
+    write_runs(str(root), ("base", "tiny_lr"))
+    shutil.copytree(root / "base", root / XSS_RUN)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def page(compare_logdir):
+    with running_tensorboard(compare_logdir, load_fast=False) as url:
+
+        def diagnosed():
+            runs = get_json(url + "/data/plugin/trainhealth/runs")["runs"]
+            return sorted(r["run"] for r in runs) == sorted(RUNS) and all(r["status"] != "pending" for r in runs)
+
+        assert wait_for(diagnosed)
+        with playwright_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1400})
+            page.dialogs = []
+            page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+            page.console_errors = []
+            page.on("console", lambda msg: msg.type == "error" and page.console_errors.append(msg.text))
+            page.on("pageerror", lambda err: page.console_errors.append(str(err)))
+            page.goto(url + "/#trainhealth")
+            yield page
+            browser.close()
+
+
+def open_run(frame, run: str):
+    frame.locator(f"[data-testid=run-item][data-run={run}]").click()
+    view = frame.locator(f"[data-testid=run-view][data-run={run}]")
+    view.locator("[data-testid=compare-select]").wait_for()
+    return view
+
+
+def test_picking_the_baseline_shows_worse_the_learning_rate_first_and_both_curves(page, tmp_path):
+    view = open_run(health_frame(page), "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("run:base")
+    verdict = view.locator("[data-testid=compare-verdict]")
+    verdict.wait_for()
+    assert verdict.get_attribute("data-verdict") == "worse" and verdict.inner_text().lower() == "worse"
+    assert "than base" in view.locator("[data-testid=compare]").inner_text()
+    assert "val_accuracy" in view.locator("[data-testid=compare-why]").inner_text()
+    rows = view.locator("[data-testid=compare-changes] tbody tr")
+    assert rows.first.get_attribute("data-setting") == "learning_rate"
+    assert [rows.first.locator("td").nth(i).inner_text() for i in (0, 1)] == ["0.003", "3e-6"]
+    settings = [rows.nth(i).get_attribute("data-setting") for i in range(rows.count())]
+    assert "EarlyStopping.patience" in settings[1:]  # changed too; sorts before learning_rate by name
+    assert "learning_rate=0.003" in view.locator("[data-testid=compare] pre").first.inner_text()  # the fix
+    chart = view.locator("[data-testid=compare-chart]")
+    chart.locator("canvas").first.wait_for()
+    assert chart.locator("canvas").count() >= 3  # loss, validation loss, validation accuracy
+    assert int(chart.get_attribute("data-parted-at")) > 0
+    legend = chart.locator(".u-legend").first.inner_text()
+    assert "run tiny_lr" in legend and "baseline base" in legend
+    ratios = view.locator("[data-testid=compare-grad-ratio] li")
+    assert ratios.count() == 2 and "\u00d7" in ratios.first.inner_text()
+    metrics = view.locator("[data-testid=compare-metrics] tr[data-metric=val_accuracy]")
+    assert float(metrics.locator("td").nth(1).inner_text()) < float(metrics.locator("td").nth(0).inner_text())
+    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+    assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert page.console_errors == []
+
+
+def test_the_choice_is_remembered_per_run_across_reloads(page):
+    frame = health_frame(page)
+    view = open_run(frame, "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("run:base")
+    view.locator("[data-testid=compare-verdict]").wait_for()
+    other = open_run(frame, "base")
+    assert other.locator("[data-testid=compare-select]").input_value() == ""  # not chosen for this run
+    assert other.locator("[data-testid=compare-verdict]").count() == 0
+    page.reload()
+    view = open_run(health_frame(page), "tiny_lr")
+    assert view.locator("[data-testid=compare-select]").input_value() == "run:base"
+    view.locator("[data-testid=compare-verdict][data-verdict=worse]").wait_for()
+    assert page.console_errors == []
+
+
+def test_best_earlier_run_picks_the_baseline_and_says_when_there_is_none(page):
+    frame = health_frame(page)
+    view = open_run(frame, "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("@best")
+    view.locator("[data-testid=compare-verdict][data-verdict=worse]").wait_for()
+    text = view.locator("[data-testid=compare]").inner_text()
+    assert "than base" in text and "best earlier run of this model" in text
+    first = open_run(frame, "base")
+    first.locator("[data-testid=compare-select]").select_option("@best")
+    none = first.locator("[data-testid=compare-none]")
+    none.wait_for()
+    assert "no earlier run of the same model" in none.inner_text()
+    assert page.console_errors == []
+
+
+def test_a_baseline_named_like_html_renders_as_text(page):
+    view = open_run(health_frame(page), "tiny_lr")
+    select = view.locator("[data-testid=compare-select]")
+    select.select_option(label=XSS_RUN)
+    view.locator("[data-testid=compare-verdict]").wait_for()
+    assert ("than " + XSS_RUN) in view.locator("[data-testid=compare]").inner_text()
+    assert health_frame(page).locator("img[src=x]").count() == 0 and page.dialogs == []
+    assert page.console_errors == []
