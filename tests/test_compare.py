@@ -183,3 +183,17 @@ def test_runs_that_cannot_be_judged_say_why():
     writing = run_of("w")
     writing.events, writing.last_write, writing.now = [], 1000.0, 1010.0
     assert "still being written" in compare(run_of("a"), writing, [], []).why
+
+
+def test_fixes_set_back_what_the_baseline_had_and_remove_what_it_did_not():
+    from tb_trainhealth.compare.fix_text import set_back
+
+    run = RunSettings(LAYERS, {"optimizer": "SGD", "learning_rate_schedule": "ExponentialDecay"})
+    added = set_back(Change("EarlyStopping.patience", None, 0), run)
+    assert added.text.startswith("Remove the EarlyStopping callback") and added.code is None
+    schedule = set_back(Change("learning_rate_schedule.decay_steps", 1000, 10), run)
+    assert schedule.code == "learning_rate = keras.optimizers.schedules.ExponentialDecay(decay_steps=1000, ...)"
+    layer = set_back(Change("dense_1.activation", "softmax", "linear"), run)
+    assert layer.code == "keras.layers.Dense(..., activation='softmax')" and "'dense_1'" in layer.text
+    rate = set_back(Change("momentum", 0.9, 0.0), run)
+    assert rate.code == "optimizer = keras.optimizers.SGD(momentum=0.9)"

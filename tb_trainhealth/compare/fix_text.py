@@ -48,6 +48,10 @@ def set_back(change: Change, run: RunSettings) -> Fix:
             f"The training data differ from the baseline's ({setting}: {value(old)} -> {value(change.run)}): "
             "check the step that builds them (a filter, a join, the label mapping, a split) against the baseline's."
         )
+    owner, _, key = setting.rpartition(".")
+    if old is None:  # the run set what the baseline did not
+        what = f"the {owner} callback" if owner[:1].isupper() else setting
+        return Fix(f"Remove {what}: the baseline ran without it ({setting} = {value(change.run)} here).")
     if setting in FIT_ARGUMENTS:
         return Fix(back + ".", f"model.fit(x, y, {setting}={_python(old)}, ...)")
     optimizer = run.settings.get("optimizer")
@@ -58,9 +62,12 @@ def set_back(change: Change, run: RunSettings) -> Fix:
         return Fix(back + ".", f"optimizer = keras.optimizers.{name}({setting}={_python(old)})")
     if setting == "loss":
         return Fix(back + ".", f"model.compile(optimizer=..., loss={_python(old)}, metrics=[...])")
-    owner, _, key = setting.rpartition(".")
     if owner == "loss":
         return Fix(back + ".", f"loss = keras.losses.{run.settings.get('loss', 'Loss')}({key}={_python(old)})")
+    if owner == "learning_rate_schedule" or setting == "learning_rate_schedule":
+        schedule = run.settings.get("learning_rate_schedule") if owner else old
+        argument = f"{key}={_python(old)}, ..." if owner else "..."
+        return Fix(back + ".", f"learning_rate = keras.optimizers.schedules.{schedule}({argument})")
     if owner and owner[:1].isupper():  # a callback: "EarlyStopping.patience"
         return Fix(back + ".", f"keras.callbacks.{owner}({key}={_python(old)}, ...)")
     if owner:
