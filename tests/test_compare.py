@@ -197,3 +197,16 @@ def test_fixes_set_back_what_the_baseline_had_and_remove_what_it_did_not():
     assert layer.code == "keras.layers.Dense(..., activation='softmax')" and "'dense_1'" in layer.text
     rate = set_back(Change("momentum", 0.9, 0.0), run)
     assert rate.code == "optimizer = keras.optimizers.SGD(momentum=0.9)"
+
+
+def test_the_callbacks_comparison_is_a_finding_on_the_read_side_and_a_malformed_one_is_not():
+    from tb_trainhealth.contract.events import ComparisonEvent
+    from tb_trainhealth.rules.baseline import check_worse_than_baseline
+
+    finding = compare(run_of("bad", loss_end=1.8, val_accuracy=0.3), run_of("good"), [], []).findings[0]
+    run = RunSignals("bad", events=[ComparisonEvent(400, "good", "worse", "", finding.to_dict())])
+    assert check_worse_than_baseline(run) == [finding]
+    run.events.append(ComparisonEvent(800, "good", "same"))  # a later fit compared again: it decides
+    assert check_worse_than_baseline(run) == []
+    broken = RunSignals("bad", events=[ComparisonEvent(400, "good", "worse", "", {"severity": "loud"})])
+    assert check_worse_than_baseline(broken) == []

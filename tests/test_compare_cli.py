@@ -24,18 +24,18 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _train(log_dir: str, learning_rate: float = 3e-3, seed: int = 0, classifier: bool = True,
-           keras_tensorboard_only: bool = False) -> None:  # fmt: skip
+           keras_tensorboard_only: bool = False, baseline: str | None = None) -> HealthCallback | None:  # fmt: skip
     keras.utils.set_random_seed(seed)
     x, y = _data()
     head = keras.layers.Dense(3, activation="softmax") if classifier else keras.layers.Dense(1)
     model = keras.Sequential([keras.Input((12,)), keras.layers.Dense(32, activation="relu"), head])
     loss = "sparse_categorical_crossentropy" if classifier else "mse"
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss, metrics=["accuracy"] if classifier else [])
-    callback = (
-        keras.callbacks.TensorBoard(log_dir) if keras_tensorboard_only else HealthCallback(log_dir, verbose=False)
-    )
+    health = None if keras_tensorboard_only else HealthCallback(log_dir, verbose=False, baseline=baseline)
+    callback = keras.callbacks.TensorBoard(log_dir) if health is None else health
     target = y if classifier else y.astype("float32")
     model.fit(x, target, epochs=6, batch_size=32, validation_split=0.25, verbose=0, callbacks=[callback])
+    return health
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +113,18 @@ def test_runs_that_cannot_be_compared_exit_2_with_one_line(runs, tmp_path, run, 
     assert "Traceback" not in proc.stderr
     error_lines = [line for line in proc.stderr.splitlines() if line.startswith("tb-trainhealth")]
     assert len(error_lines) == 1 and message in error_lines[0], proc.stderr
+
+
+def test_the_callback_compares_with_its_baseline_at_the_end_of_fit(runs, tmp_path):
+    from tb_trainhealth.cli import diagnose_logdir
+
+    worse = _train(str(tmp_path / "worse"), learning_rate=3e-6, baseline=runs["good"])
+    assert worse is not None
+    (found,) = [f for f in worse.findings if f.code == "worse_than_baseline"]
+    assert "learning_rate" in found.title
+    (result,) = diagnose_logdir(str(tmp_path / "worse"))  # recorded: the read side shows it too
+    assert "worse_than_baseline" in [f.code for f in result["findings"]]
+    twin = _train(str(tmp_path / "twin"), seed=1, baseline=runs["good"])
+    assert twin is not None and "worse_than_baseline" not in [f.code for f in twin.findings]
+    missing = _train(str(tmp_path / "missing"), baseline=str(tmp_path / "no_such_run"))
+    assert missing is not None and not missing.guard.disabled  # an unreadable baseline breaks nothing

@@ -11,6 +11,7 @@ from tb_trainhealth.contract import payload
 from tb_trainhealth.contract.events import (
     EVENT_TYPES,
     ActivationsEvent,
+    ComparisonEvent,
     CrashEvent,
     FitEndEvent,
     LayerActivations,
@@ -70,6 +71,8 @@ EXAMPLES = [
     WeightInitEvent(
         0, {"dense": LayerWeights("relu", fan_in=10, units=32, std=0.45, mean=0.0), "dense_1": LayerWeights()}
     ),
+    ComparisonEvent(400, "logs/good", "worse", "val_accuracy 0.3 is worse", {"code": "worse_than_baseline"}),
+    ComparisonEvent(400, "logs/missing", "unknown", "the baseline is not a readable run"),
 ]
 
 

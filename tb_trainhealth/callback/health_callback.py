@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback import fit_context
+from tb_trainhealth.callback.baseline import compare_with_baseline
 from tb_trainhealth.callback.frameworks.keras_private import fit_data_adapter
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
 from tb_trainhealth.callback.lint.fit_checks import FitChecks
@@ -91,6 +92,10 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             stalled (a hang: recorded at once with where each thread is, see
             `stall_watchdog`). None: the larger of 5 minutes and 20x the median step time;
             the fit's first step and each evaluation's first batch get 10 times as long.
+        baseline: the log_dir of a known-good run. At the end of each fit this run is compared
+            with it (as `tb-trainhealth compare` does: changed settings, noise-aware verdict,
+            likely culprit); where it is worse, that is a `worse_than_baseline` finding like any
+            other (printed, `on_finding`, `stop_on`, the Health tab and `diagnose` see it).
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         measure_input: bool = True,
         preflight: bool = False,
         stall_after: float | None = None,
+        baseline: str | None = None,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -111,6 +117,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self.log_dir = str(log_dir)
         self.measure_input = measure_input
         self.preflight = preflight
+        self.baseline = None if baseline is None else str(baseline)
         self.guard = ProbeGuard(on_disable=self._on_disable)
         self.live = LiveDiagnosis(
             self.log_dir, diagnose_every, Severity.parse(stop_on) if stop_on else None, on_finding, verbose
@@ -200,6 +207,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         if self._checks is not None:
             self._checks.measure_activations(self._step, self._epoch, final=True)
         self._record_fit_end()
+        if self.baseline is not None:
+            self.guard.run("baseline", self._compare_with_baseline)
         self._finish()
 
     @disable_on_error("fit_end")
@@ -210,6 +219,14 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             self._count_steps()
             end = fit_context.fit_end(self._step, self.model, self._fit_callbacks, self._epoch + 1, self.params or {})
             self._recording.event(end)
+
+    def _compare_with_baseline(self) -> None:
+        """Read the baseline from disk and compare this run's in-memory copy with it (seconds)."""
+        if self._recording is None or self.baseline is None:
+            return
+        self._read_back_rows()
+        event = compare_with_baseline(self._recording.signals(), self.baseline, self._step)
+        self._recording.event(event)
 
     # -- set-up and tear-down -------------------------------------------------------
     def _start(self) -> None:

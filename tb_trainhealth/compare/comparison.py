@@ -70,7 +70,7 @@ def compare(
         parted = parting_step(run, baseline, LOSS_NOISE, worse=judgement.verdict is Verdict.WORSE)
     evidence = _evidence(run, baseline, parted, judgement)
     ranked = culprit.ranked(changes, evidence)
-    findings = list(run_findings)
+    findings = [f for f in run_findings if f.code != CODE]  # (the callback's own comparison: this one decides)
     if judgement.verdict is Verdict.WORSE:
         findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence))
     return Comparison(run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings)

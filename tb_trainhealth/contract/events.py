@@ -29,6 +29,7 @@ class EventKind(Name):
     STALL = "stall"
     RESUMED = "resumed"
     WEIGHT_INIT = "weight_init"
+    COMPARISON = "comparison"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,6 +275,19 @@ class FindingEvent(Event):
 
 
 @dataclasses.dataclass(frozen=True)
+class ComparisonEvent(Event):
+    """`HealthCallback(baseline=...)`: the run compared with the baseline at the end of a fit
+    (`tb_trainhealth.compare`); `finding` is the `worse_than_baseline` finding, where it was worse."""
+
+    kind: ClassVar[EventKind] = EventKind.COMPARISON
+
+    baseline: str
+    verdict: str  # "worse", "same", "better", "unknown"
+    why: str = ""
+    finding: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class PreflightEvent(Event):
     """What one preflight (`tb_trainhealth.preflight`) measured on a small batch, before any
     training step; the read-side rules (rules/preflight.py) judge it. None: not measured."""
@@ -334,6 +348,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         FindingEvent,
         PreflightEvent,
         WeightInitEvent,
+        ComparisonEvent,
     )
 }
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
+from tb_trainhealth.rules.baseline import check_worse_than_baseline
 from tb_trainhealth.rules.class_balance import check_majority_class
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.data_scale import check_unnormalized_input, check_unnormalized_target
@@ -138,4 +139,6 @@ RULES: tuple[RuleSpec, ...] = (
     # About the process, not the values: they see past a NaN too.
     RuleSpec(check_training_stalled, ("training_stalled",), sees_past_nan=True),
     RuleSpec(check_ended_abruptly, ("ended_abruptly",), sees_past_nan=True),
+    # Judged by the callback at the end of a fit against the run the user named good.
+    RuleSpec(check_worse_than_baseline, ("worse_than_baseline",), sees_past_nan=True),
 )

@@ -37,6 +37,7 @@ class SignalMemory:
     def __init__(self, run: str):
         self._run = run
         self._info = RunInfo()
+        self.settings = RunSettings()  # the latest fit's (a comparison at the end of fit reads them)
         self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._layer_series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._events: list[Event] = []
@@ -68,6 +69,7 @@ class SignalMemory:
             layers=list(self._info.layers),
             events=list(self._events),
             info=self._info,
+            settings=self.settings,
             has_health_data=True,
         )
 
@@ -135,10 +137,11 @@ class Recording:
         self._info = (step, info)
 
     def run_settings(self, step: int, settings: RunSettings) -> None:
-        """Once per fit, at its first step: what a comparison with another run reads (file only:
-        the online rules do not judge settings)."""
+        """Once per fit, at its first step: what a comparison with another run reads (the online
+        rules do not judge settings; `HealthCallback(baseline=...)` compares with them)."""
         self.open().write_json(tags.TAG_RUN_SETTINGS, step, settings.to_json())
         self._settings = (step, settings)
+        self.memory.settings = settings
 
     def rows(
         self,
