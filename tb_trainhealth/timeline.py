@@ -9,6 +9,7 @@ from typing import Any
 
 from tb_trainhealth.contract.events import (
     ActivationsEvent,
+    ComparisonEvent,
     CrashEvent,
     Event,
     FindingEvent,
@@ -72,6 +73,8 @@ def _text(event: Event) -> str | None:
             planned = f"/{event.epochs_planned}" if event.epochs_planned is not None else ""
             epochs = f" after {event.epochs_run}{planned} epochs" if event.epochs_run is not None else ""
             return ("fit stopped early" if event.stopped_early else "fit ended") + epochs
+        case ComparisonEvent():
+            return f"compared with baseline {event.baseline}: {event.verdict}"
         case ActivationsEvent() | WeightInitEvent():
             return None
     return event.kind.value

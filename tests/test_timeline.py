@@ -33,3 +33,10 @@ def test_events_in_step_order_without_measurements():
     assert entries[0].text == "check failed: high dropout (drop)"
     assert entries[1].text == "out of memory at batch size 512, retried at 256"
     assert entries[2].text == "crashed: ValueError in training"
+
+
+def test_a_comparison_with_the_baseline_is_one_line():
+    from tb_trainhealth.contract.events import ComparisonEvent
+
+    (entry,) = timeline(RunSignals("run", events=[ComparisonEvent(90, "logs/good", "worse")]))
+    assert (entry.step, entry.text) == (90, "compared with baseline logs/good: worse")
