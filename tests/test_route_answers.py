@@ -38,7 +38,7 @@ def test_runs_answer_lists_every_run_worst_first_with_the_engines_status_and_cou
     runs = route_answers.runs_answer(cache, CTX, None)["runs"]
     assert [r["run"] for r in runs] != [] and {r["run"] for r in runs} == set(scenario_findings)
     assert {r["run"]: r["status"] for r in runs} == {run: run_status(f) for run, f in scenario_findings.items()}
-    keys = [(STATUS_ORDER[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]) for r in runs]
+    keys = [(STATUS_ORDER[r["status"]], r["run"]) for r in runs]  # as `diagnose` lists them
     assert keys == sorted(keys) and runs[0]["status"] == "critical" and runs[-1]["status"] == "ok"
     for r in runs:
         labels = [f.severity.label for f in scenario_findings[r["run"]]]
@@ -249,3 +249,16 @@ def test_fuzzed_compare_queries_never_get_a_500(compare_logdir):
         assert response.status_code < 500, (params, response.get_data(as_text=True)[:300])
 
     fuzz()
+
+
+def test_a_truncated_copy_is_not_called_killed_in_the_tab_either():
+    """The tab tells the story `diagnose` tells (tests/test_bad_logdirs.py): a file cut after the
+    fact explains its missing end record; a file its writer left mid-record does not."""
+    from tb_trainhealth.findings import Evidence, Finding, Severity
+
+    killed = Finding("ended_abruptly", Severity.CRITICAL, 9, "Ended abruptly", "", Evidence(series=()))
+    plateau = Finding("loss_plateau", Severity.WARNING, 1, "Plateau", "", Evidence(series=()))
+    copy = event_files.FileProblem("run/events", event_files.TRUNCATED_COPY, "cut")
+    died = event_files.FileProblem("run/events", event_files.TRUNCATED, "cut")
+    assert route_answers._one_story([killed, plateau], [copy]) == [plateau]
+    assert route_answers._one_story([killed, plateau], [died]) == [killed, plateau]

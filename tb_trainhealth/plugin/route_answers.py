@@ -21,11 +21,12 @@ from tb_trainhealth.compare.baseline_pick import best_earlier_run
 from tb_trainhealth.compare.comparison import compare
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.diagnosis import Diagnosis
-from tb_trainhealth.findings import STATUS_ORDER
+from tb_trainhealth.findings import STATUS_ORDER, Finding, run_status
 from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.plugin.lead_chart import lead_chart
 from tb_trainhealth.read import event_files
+from tb_trainhealth.rules.stalls import without_kill_claim
 from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.timeline import timeline
 
@@ -60,7 +61,7 @@ def runs_answer(
     runs += [_unread_run(group.name, PENDING, problems.pop(group.name, [])) for group in pending]
     runs += [_unread_run(name, "ok", found) for name, found in problems.items() if any(p.is_error for p in found)]
     order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
-    runs.sort(key=lambda r: (order[r["status"]], -r["counts"]["critical"], -r["counts"]["warning"], r["run"]))
+    runs.sort(key=lambda r: (order[r["status"]], r["run"]))  # as `diagnose` lists them: worst first, then name
     return {"runs": runs}
 
 
@@ -75,18 +76,20 @@ def findings_answer(
         return _unread_findings(run, file_problems(files, set()).get(run, []))
     name = diagnosis.group.name
     signals = diagnosis.signals
+    problems = file_problems(files, {name}).get(name, [])
+    findings = _one_story(diagnosis.findings, problems)
     return {
         "run": name,
-        "status": diagnosis.status,
+        "status": run_status(findings),
         "has_health_data": signals.has_health_data,
         "axis": signals.axis,
         "layers": [layer.name for layer in signals.layers],
         "series": sorted(signals.series) + sorted(signals.layer_series),
-        "findings": [f.to_dict() for f in diagnosis.findings],
-        "lead": lead_chart(signals, diagnosis.findings),
+        "findings": [f.to_dict() for f in findings],
+        "lead": lead_chart(signals, findings),
         "timeline": [entry.to_dict() for entry in timeline(signals)],
         "events": [event.to_json() for event in signals.events],
-        **_file_errors(diagnosis.errors, file_problems(files, {name}).get(name, [])),
+        **_file_errors(diagnosis.errors, problems),
     }
 
 
@@ -234,16 +237,23 @@ def _finite_or_none(values: np.ndarray) -> list[float | None]:
 def _run_summary(diagnosis: Diagnosis, problems: list[event_files.FileProblem]) -> dict[str, Any]:
     """A diagnosed run's line in the run list: its status, finding counts and how far it got."""
     counts = dict.fromkeys(_SEVERITIES, 0)
-    for finding in diagnosis.findings:
+    findings = _one_story(diagnosis.findings, problems)
+    for finding in findings:
         counts[finding.severity.label] += 1
     return {
         "run": diagnosis.group.name,
-        "status": diagnosis.status,
+        "status": run_status(findings),
         "counts": counts,
         "has_health_data": diagnosis.signals.has_health_data,
         **_last_position(diagnosis.signals),
         **_file_errors(diagnosis.errors, problems),
     }
+
+
+def _one_story(findings: list[Finding], problems: list[event_files.FileProblem]) -> list[Finding]:
+    """A run whose file was cut after the fact (a truncated copy) was not killed: as `diagnose` says."""
+    cut = any(problem.kind == event_files.TRUNCATED_COPY for problem in problems)
+    return without_kill_claim(findings, tail_cut_off=cut)
 
 
 def _last_position(signals: RunSignals) -> dict[str, int | None]:
