@@ -107,7 +107,9 @@ def make_data(setup: Setup) -> tuple[Any, Any]:
         return x, y
     if setup.name == "gru":
         x = rng.normal(size=(SAMPLES, 20, 2)).astype("float32")
-        y = (x[:, :10, 0].sum(1) * x[:, 10:, 1].sum(1) > 0).astype("int64")  # an interaction over time
+        # The sign of a sum over time. (An interaction of two sums was tried first: whether a GRU
+        # learned it in 10 epochs depended on the seed, 2 of 4 seeds at chance: no baseline.)
+        y = (x[:, :, 0].sum(1) > 0).astype("int64")
         return x, y
     x = rng.normal(size=(SAMPLES, 20)).astype("float32")
     w1, w2 = rng.normal(size=(20, 16)), rng.normal(size=(16, 4))

@@ -145,9 +145,30 @@ def kind_of(setting: str) -> Kind:
     return KIND_OF.get(key_of(setting), Kind.OTHER)
 
 
+# An optimizer's own settings (Adam's beta_1, Adadelta's rho): they change with its class.
+OPTIMIZER_OWN = {
+    "momentum",
+    "nesterov",
+    "beta_1",
+    "beta_2",
+    "epsilon",
+    "rho",
+    "amsgrad",
+    "use_ema",
+    "initial_accumulator_value",
+}
+
+
 def ranked(changes: list[Change], evidence: Evidence) -> list[Change]:
-    """Most likely culprit first (ties: by name, for a stable order)."""
-    return sorted(changes, key=lambda change: (-score(change, evidence), change.setting))
+    """Most likely culprit first (ties: by name, for a stable order). Where the optimizer's class
+    changed, its own settings come and go with it: they follow the optimizer, not lead it."""
+    new_optimizer = any(change.setting == "optimizer" for change in changes)
+
+    def order(change: Change) -> tuple[float, str]:
+        follows = new_optimizer and change.setting in OPTIMIZER_OWN
+        return (-(NO_EFFECT_PRIOR if follows else score(change, evidence)), change.setting)
+
+    return sorted(changes, key=order)
 
 
 def score(change: Change, evidence: Evidence) -> float:
