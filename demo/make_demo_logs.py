@@ -1,6 +1,7 @@
 """Writes the demo logdir: one healthy run per model family, one run per training problem,
-a crash, a run that survives out-of-memory errors with tb_trainhealth.fit, and a run that
-has only a preflight (a set-up found broken before any training step).
+a crash, a run that survives out-of-memory errors with tb_trainhealth.fit, a run that
+has only a preflight (a set-up found broken before any training step), and a good run with
+its later copy whose learning rate has a typo (compared with it by HealthCallback(baseline=...)).
 
 Usage: python demo/make_demo_logs.py [LOGDIR]   (default: demo_logs; about a minute on 2 cores)
 Then:  tb-trainhealth diagnose demo_logs
@@ -41,6 +42,33 @@ def preflight_only(run_dir: str) -> None:
     tb_trainhealth.preflight(model, x, y, log_dir=run_dir)
 
 
+def baseline_pair(logdir: str) -> tuple[str, str]:
+    """A good run and the same script a week later with a typo in the learning rate's exponent
+    (1e-6 for 1e-3), trained with HealthCallback(baseline=the good run): `compare` and the tab's
+    "Compare with..." name the learning rate."""
+    import keras
+    import numpy as np
+
+    from tb_trainhealth import HealthCallback
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2000, 20)).astype("float32")
+    y = np.argmax(np.tanh(x @ rng.normal(size=(20, 16))) @ rng.normal(size=(16, 4)), axis=1)
+    good, typo = os.path.join(logdir, "last_good_run"), os.path.join(logdir, "lr_exponent_typo")
+    for run_dir, rate, baseline in ((good, 1e-3, None), (typo, 1e-6, good)):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential(
+            [keras.Input((20,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(4, activation="softmax")]
+        )
+        model.compile(
+            optimizer=keras.optimizers.Adam(rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+        )
+        callback = HealthCallback(run_dir, baseline=baseline, verbose=False)
+        model.fit(x, y, epochs=8, batch_size=32, validation_split=0.2, verbose=0, callbacks=[callback])
+    return good, typo
+
+
 def main(argv: list[str]) -> int:
     logdir = argv[1] if len(argv) > 1 else "demo_logs"
     for scenario in SCENARIOS:
@@ -61,7 +89,11 @@ def main(argv: list[str]) -> int:
     shutil.rmtree(run_dir, ignore_errors=True)
     preflight_only(run_dir)
     print(f"{'preflight_only':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+    started = time.perf_counter()
+    good, typo = baseline_pair(logdir)
+    print(f"{'last_good_run + typo':22} {time.perf_counter() - started:5.1f}s -> {good}, {typo}")
     print(f"\nNow run:  tb-trainhealth diagnose {logdir}")
+    print(f"     and:  tb-trainhealth compare {typo} {good}")
     return 0
 
 
