@@ -45,7 +45,7 @@ def test_health_callback_import_error_is_explained():
     assert "pip install 'tb-trainhealth[tf]'" in proc.stdout
 
 
-def test_diagnosing_through_the_cli_and_the_plugin_never_imports_tensorflow(scenario_logdir):
+def test_diagnosing_and_comparing_through_the_cli_and_the_plugin_never_imports_tensorflow(scenario_logdir):
     """With TensorFlow installed, nothing on the read side imports it (TensorBoard runs without
     it; `import tensorflow` alone costs ~2 s): checked in sys.modules after real diagnoses."""
     script = textwrap.dedent(
@@ -57,6 +57,8 @@ def test_diagnosing_through_the_cli_and_the_plugin_never_imports_tensorflow(scen
         from tb_trainhealth.cli import main
         with contextlib.redirect_stdout(io.StringIO()):
             main(["diagnose", {scenario_logdir!r}, "--json"])
+            compared = main(["compare", {scenario_logdir!r} + "/nan_input", {scenario_logdir!r} + "/healthy_mlp"])
+        assert compared == 1, compared  # worse: the run went NaN where the baseline did not
         from tensorboard.backend import application
         from tensorboard.plugins import base_plugin
         from werkzeug import test, wrappers
@@ -68,6 +70,8 @@ def test_diagnosing_through_the_cli_and_the_plugin_never_imports_tensorflow(scen
         runs = json.loads(client.get("/data/plugin/trainhealth/runs").get_data())["runs"]
         for run in runs:
             assert client.get("/data/plugin/trainhealth/findings?run=" + run["run"]).status_code == 200
+        compare_route = "/data/plugin/trainhealth/compare?run=nan_input&baseline=healthy_mlp"
+        assert client.get(compare_route).status_code == 200
         print(json.dumps({{"runs": len(runs), "loaded": sorted(
             name for name in sys.modules if name.split(".")[0] in ("tensorflow", "keras", "tf_keras")
         )}}))
