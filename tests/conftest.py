@@ -61,3 +61,15 @@ def alarms(findings: list[Finding]) -> list[str]:
 def run_python(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """A Python subprocess in the project root (its own TensorFlow: device set-up, memory caps)."""
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A skipped test proves nothing: the suite fails when one is skipped (the `test` extra and
+    .ci/run install everything every test needs: tf-keras, scipy, npm, Chromium)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped and exitstatus == 0:
+        reasons = sorted({str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+                          for report in skipped})  # fmt: skip
+        reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped: " + "; ".join(reasons), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
