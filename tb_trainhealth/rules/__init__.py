@@ -71,6 +71,7 @@ _BROKEN_SET_UP = {
     "majority_class": Severity.WARNING,
     "unnormalized_target": Severity.WARNING,
     "loss_metric_mismatch": Severity.WARNING,
+    "model_config": Severity.WARNING,
 }
 
 # A cause found from the set-up explains the symptom rules' findings, which would
@@ -80,6 +81,7 @@ _BAD_INIT = {"bad_initialization": Severity.CRITICAL}
 # A model stuck at the class prior or at the targets' mean, or a loss that measures something
 # else: the plateau is that, not the learning rate.
 _STUCK_AT_BASELINE = {
+    "model_config": Severity.WARNING,  # dropout or a weight penalty the run confirms holds it there
     "majority_class": Severity.WARNING,
     "unnormalized_target": Severity.WARNING,
     "loss_metric_mismatch": Severity.WARNING,
@@ -118,7 +120,7 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_label_problem, ("label_problem",)),
     RuleSpec(check_unnormalized_input, ("unnormalized_input",)),
     RuleSpec(check_unnormalized_target, ("unnormalized_target",)),
-    RuleSpec(check_majority_class, ("majority_class",)),
+    RuleSpec(check_majority_class, ("majority_class",), defers_to={"model_config": Severity.WARNING}),
     RuleSpec(check_loss_metric_mismatch, ("loss_metric_mismatch",)),
     RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
     RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
@@ -127,7 +129,14 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(
         check_dead_relu,
         ("dead_relu",),
-        defers_to={"unnormalized_input": Severity.WARNING, "unnormalized_target": Severity.WARNING, **_BAD_INIT},
+        # A learning rate that threw the loss around, or a penalty that holds the weights at zero, killed them.
+        defers_to={
+            "unnormalized_input": Severity.WARNING,
+            "unnormalized_target": Severity.WARNING,
+            "loss_oscillation": Severity.WARNING,
+            "model_config": Severity.WARNING,
+            **_BAD_INIT,
+        },
     ),
     RuleSpec(check_saturated_activation, ("saturated_activation",)),
     # Preflight (before any training step). An initial loss explained by a lint finding, and a

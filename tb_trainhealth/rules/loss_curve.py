@@ -15,11 +15,12 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
+from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
 from tb_trainhealth.rules.fact_text import signed_percent
+from tb_trainhealth.rules.run_setup import number
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.rules.training_data import constant_baseline
-from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, LOW_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
 from tb_trainhealth.signals import RunSignals, Series
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
@@ -135,8 +136,67 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
     return baseline, how, settled
 
 
-def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
-    """What else is known goes first: a mistake found at train start, then a tiny learning rate."""
+# Naming the cause of a plateau (not firing it): updates below this share of the weights mean the
+# weights barely move. Measured (`bench/learn_less_zoo.py`): Adam 3e-6, SGD 1e-5, clipvalue=1e-6
+# and Adadelta at its default 1e-3 all plateau with ratios of 1e-7 to 3e-5; healthy runs sit at
+# 2.6e-4 to 1.5e-3 (weight_health), so a plateau below 1e-4 is the step size, not the data.
+FROZEN_UPDATE_RATIO = 1e-4
+# Clipping this tight (clipvalue / clipnorm / global_clipnorm) holds every update near zero.
+TIGHT_CLIP = 1e-3
+# Optimizers whose Keras default rate is far below what they need (Adadelta: the paper uses 1.0).
+_DEFAULT_TOO_LOW = {"Adadelta": 1.0}
+
+
+def _tight_clip(run: RunSignals) -> tuple[str, float] | None:
+    for name in ("clipvalue", "clipnorm", "global_clipnorm"):
+        value = number(run, name)
+        if value is not None and 0 < value <= TIGHT_CLIP:
+            return name, value
+    return None
+
+
+def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
+    """Why the weights barely move, when they barely move: (sentence, the fix that goes first)."""
+    ratio = update_ratio_level(run)
+    lr = run.get(sig.LEARNING_RATE)
+    rate = run.info.learning_rate
+    tiny_lr = lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR
+    if not tiny_lr and (ratio is None or ratio >= FROZEN_UPDATE_RATIO):
+        return None
+    moved = f"each step moves the weights by only {ratio:.1e} of their size (healthy: about 1e-3)" if ratio else ""
+    clip = _tight_clip(run)
+    if clip is not None:
+        name, value = clip
+        return (
+            f"gradient clipping {name}={value:g} holds every update tiny: {moved or 'the weights barely move'}",
+            Fix(f"Loosen the clipping: {name}=1.0 is the usual setting.", f"keras.optimizers.SGD(..., {name}=1.0)"),
+        )
+    optimizer = run.info.optimizer or ""
+    rate_text = f"{rate:.2g}" if rate else "in use"
+    if optimizer in _DEFAULT_TOO_LOW and (rate is None or rate < _DEFAULT_TOO_LOW[optimizer] / 10):
+        good = _DEFAULT_TOO_LOW[optimizer]
+        return (
+            f"{optimizer} at learning rate {rate_text} (Keras' default; {optimizer} needs about {good:g}): {moved}",
+            Fix(
+                f"{RAISE} to what {optimizer} needs ({good:g}), or use Adam at 1e-3.",
+                f"keras.optimizers.{optimizer}(learning_rate={good:g})",
+            ),
+        )
+    why = (
+        f"each step moves the weights by only {ratio:.1e} of their size (healthy training: about 1e-3)."
+        if ratio
+        else "it is below 1e-5."
+    )
+    return (
+        f"the learning rate ({rate_text}) is too small: {moved or 'it is below 1e-5'}",
+        Fix(f"{RAISE}: {why}", PLATEAU_FIXES[0].code),
+    )
+
+
+def _plateau_fixes(run: RunSignals, at_baseline: bool = False) -> tuple[Fix, ...]:
+    """What else is known goes first: a mistake found at train start, then why the weights do not
+    move; at the constant baseline with normal-sized steps, the data (labels that do not belong to
+    their inputs) before the learning rate. One fix per direction: no second "raise the rate"."""
     first: list[Fix] = []
     known = [e.check.value for e in run.events_of(LintEvent) if e.check in _LINT_CAUSES]
     if known:
@@ -146,19 +206,14 @@ def _plateau_fixes(run: RunSignals) -> tuple[Fix, ...]:
                 "see those findings. A model that cannot fit its labels sits at the constant baseline."
             )
         )
-    ratio = update_ratio_level(run)
-    lr = run.get(sig.LEARNING_RATE)
-    if ratio is not None and ratio < LOW_UPDATE_RATIO:
-        first.append(
-            Fix(
-                f"Raise the learning rate: each step moves the weights by only {ratio:.1e} of their size "
-                "(healthy training: about 1e-3).",
-                PLATEAU_FIXES[0].code,
-            )
-        )
-    elif lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR:
-        first.append(PLATEAU_FIXES[0])
-    return tuple(first) + tuple(f for f in PLATEAU_FIXES if f not in first)
+    frozen = frozen_cause(run)
+    if frozen is not None:
+        first.append(frozen[1])
+    elif at_baseline and update_ratio_level(run) is not None:
+        first.append(PLATEAU_FIXES[1])  # normal-sized steps that learn nothing: the data
+    raises = any(f.text.startswith(RAISE) for f in first)
+    rest = [f for f in PLATEAU_FIXES if f not in first and not (raises and f.text.startswith(RAISE))]
+    return tuple(first) + tuple(rest)
 
 
 def check_loss_plateau(run: RunSignals) -> list[Finding]:
@@ -171,21 +226,30 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
     late = loss.values[len(loss) // 2 :]
     first, last = int(loss.steps[0]), int(loss.steps[-1])
     constant = _at_constant_baseline(run, name, loss)
+    frozen = frozen_cause(run)
+    because = f" Why: {frozen[0]}." if frozen is not None else ""
     if constant is not None:
         baseline, how, settled = constant
+        title = f"Loss settled at the constant-prediction baseline ({baseline:.4g}): the model ignores its input"
+        if frozen is None and update_ratio_level(run) is not None:
+            because = (
+                " The weights move at a normal pace, so the step size is not the cause: labels that do not "
+                "belong to their inputs (shuffled or joined apart), or inputs that carry no signal, do this."
+            )
         return [
             Finding(
                 code="loss_plateau",
                 severity=Severity.WARNING,
                 step=settled,
-                title=f"Loss settled at the constant-prediction baseline ({baseline:.4g}): the model ignores its input",
+                title=title if frozen is None else f"{title}: {frozen[0].split(':')[0]}",
                 detail=(
                     f"Training loss ({name}) sits at {end:.4g} from {run.at(settled)} on, within "
                     f"{BASELINE_TOLERANCE:.0%} of {baseline:.4g}, {how}: what a model that predicts the same "
                     "output for every input reaches. It learned the label distribution, nothing from the inputs."
+                    + because
                 ),
                 evidence=Evidence((name,), settled, last),
-                fixes=_plateau_fixes(run),
+                fixes=_plateau_fixes(run, at_baseline=True),
             )
         ]
     # A loss that got worse is not "too little learning": the divergence and oscillation rules own it.
@@ -197,10 +261,11 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
             code="loss_plateau",
             severity=Severity.WARNING,
             step=first,
-            title=f"Loss is not decreasing: {signed_percent(-progress)} change over the whole run",
+            title=f"Loss is not decreasing: {signed_percent(-progress)} change over the whole run"
+            + (f": {frozen[0].split(':')[0]}" if frozen is not None else ""),
             detail=(
                 f"Training loss ({name}) started at {start:.4g} and ended at {end:.4g} "
-                f"over {len(loss)} points ({run.at(first)} to {last})."
+                f"over {len(loss)} points ({run.at(first)} to {last})." + because
             ),
             evidence=Evidence((name,), first, last),
             fixes=_plateau_fixes(run),
@@ -228,10 +293,68 @@ PLATEAU_FIXES = (
 )
 
 
+# Swinging epochs on a loss still large: the validation loss rising at least EPOCH_SWING times
+# over the epoch before, at least MIN_SWINGS times, and the training epoch loss at least once
+# TRAIN_SWING times, with the last epoch still at least UNCONVERGED of the first (no loss near its
+# floor), and steps too large where measured (update ratio above HIGH_UPDATE_RATIO). Measured
+# (`bench/learn_less_zoo.py` bouncing_regression: targets x20, plain SGD 0.03): 5 validation
+# swings of 1.5-2.2x between 36 and 206, a training epoch 74.8 -> 204; its twin (SGD 0.01) falls
+# smoothly to 11.8. Overfitting rises steadily (one swing at most), not up and down.
+EPOCH_SWING = 1.5
+MIN_SWINGS = 3
+TRAIN_SWING = 1.3
+UNCONVERGED = 0.1
+
+
+def _swings(values: np.ndarray, factor: float) -> np.ndarray:
+    """Indices of the epochs at least `factor` times the epoch before."""
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return np.empty(0, dtype=np.int64)
+    before = values[:-1]
+    return np.flatnonzero((before > 0) & (values[1:] >= factor * before)) + 1
+
+
+def _swinging_epochs(run: RunSignals) -> list[Finding]:
+    """A loss still far from converged that jumps up and down from epoch to epoch: the learning
+    rate is too high for this loss's scale (a regression loss bouncing between tens and hundreds)."""
+    train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
+    if train is None or val is None or len(val) < MIN_EPOCH_POINTS:
+        return []
+    val_values, train_values = finite_part(val).values, finite_part(train).values
+    swings = _swings(val_values, EPOCH_SWING)
+    ratio = update_ratio_level(run)
+    if len(swings) < MIN_SWINGS or not len(_swings(train_values, TRAIN_SWING)) or len(val_values) < 2:
+        return []
+    if val_values[-1] < UNCONVERGED * val_values[0] or (ratio is not None and ratio < HIGH_UPDATE_RATIO):
+        return []
+    rate = run.info.learning_rate
+    rate_text = f"the learning rate ({rate:.2g})" if rate else "the learning rate"
+    onset = int(val.steps[swings[0]])
+    low, high = float(np.min(val_values)), float(np.max(val_values))
+    return [
+        Finding(
+            code="loss_oscillation",
+            severity=Severity.WARNING,
+            step=onset,
+            title=f"Loss bounces between {low:.3g} and {high:.3g} from epoch to epoch: {rate_text} is too high for it",
+            detail=(
+                f"Validation loss jumped to at least {EPOCH_SWING:g}x the epoch before {len(swings)} times (from "
+                f"{run.at(onset)} on) and the training epoch loss swung too, while the loss is still "
+                f"{val_values[-1] / val_values[0]:.0%} of where it started: not noise around a converged loss but "
+                "steps too large for this loss's scale."
+                + (f" Each step moves the weights by {ratio:.2g} of their size (healthy: about 1e-3)." if ratio else "")
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), onset, int(val.steps[-1])),
+            fixes=(LR_FIX_LOWER, LR_FIX_SCHEDULE, CLIP_FIX),
+        )
+    ]
+
+
 def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     found = training_loss(run)
     if found is None:
-        return []
+        return _swinging_epochs(run)
     name, loss = found
     # The untrained model's loss (median of the first few points): neither a run that
     # blows up nor one that converges in its first steps may move the reference.
@@ -240,13 +363,13 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     late = loss.values[half:]
     level = float(np.median(late))
     if start <= 0 or not OSCILLATION_MAX_PROGRESS * start <= level <= OSCILLATION_MAX_LEVEL * start:
-        return []
+        return _swinging_epochs(run)
     spread = relative_spread(late)
     quarter = len(late) // 2
     # Swinging around a level, not trending: the last quarter within ~10% of the third.
     trend = np.median(late[quarter:]) / np.median(late[:quarter])
     if spread < OSCILLATION_SPREAD or not OSCILLATION_TREND <= trend <= 1 / OSCILLATION_TREND:
-        return []
+        return _swinging_epochs(run)
     # Where the update size is measured, too high a learning rate shows in it: normal-sized
     # updates (~1e-3 of the weights) with a swinging loss are minibatch noise, not oscillation.
     ratio = update_ratio_level(run)

@@ -1,12 +1,21 @@
 """Train-start model lint (lint events): `output_loss_mismatch`, the last layer's activation
-does not fit the loss; `model_config`, well-known layer settings that slow training."""
+does not fit the loss; `model_config`, well-known layer settings that slow training.
+
+A `model_config` finding is info until the run's behaviour confirms it: dropout beyond 0.5, or a
+weight penalty of at least run_setup.STRONG_PENALTY, on a model that learned nothing (training
+accuracy at chance, or the loss at the constant prediction's) is the cause, a warning."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import event_facts
+from tb_trainhealth.rules.run_setup import Penalty, strong_penalties
+from tb_trainhealth.rules.training_data import chance_band, constant_baseline
 from tb_trainhealth.signals import RunSignals
 
 _EXPLAIN = {
@@ -107,20 +116,92 @@ _CONFIG = {
 }
 
 
-def check_model_config(run: RunSignals) -> list[Finding]:
-    findings = []
-    for event in run.first_of_each_check(LintEvent, _CONFIG):
-        fields = {"layer": event.layer or "?", "rate": event.rate or 0.0}
-        title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event.check])
-        findings.append(
-            Finding(
-                code="model_config",
-                severity=Severity.INFO,
-                step=event.step,
-                title=title,
-                detail=detail,
-                evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
-                fixes=(Fix(fix_text, fix_code),),
+# Confirmed by the run: late training accuracy (median of the second half of the epochs) within
+# CHANCE_MARGIN of always answering the largest class, while validation accuracy never got
+# LEARNED_MARGIN above that; or the late loss within BASELINE_SHARE of the constant prediction's
+# loss or above it. Measured (`bench/learn_less_zoo.py`): dropout 0.95 on an MLP, training accuracy
+# 0.25-0.28 for 4 classes (largest 0.27), validation at best 0.42; L2(3) on every kernel, training
+# accuracy 0.268 = the largest class's share; dropout 0.97 in a CNN and L2(3) on a regression MLP,
+# loss within 3% of the baseline. Their twins (dropout 0.2, L2 1e-4) reach 0.95-1.0.
+CHANCE_MARGIN = 0.05
+LEARNED_MARGIN = 0.3
+BASELINE_SHARE = 0.95
+MIN_EPOCHS = 3
+
+
+def _late(values: np.ndarray) -> float:
+    values = values[np.isfinite(values)]
+    return float(np.median(values[len(values) // 2 :])) if len(values) else float("nan")
+
+
+def learned_nothing(run: RunSignals) -> str | None:
+    """How the run shows that the model learned nothing from its inputs, or None."""
+    train_acc, val_acc = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
+    band = chance_band(run)
+    if train_acc is not None and band is not None and len(train_acc) >= MIN_EPOCHS:
+        best_val = float(np.nanmax(val_acc.values)) if val_acc is not None else None
+        level = _late(train_acc.values)
+        if level <= band[1] + CHANCE_MARGIN and (best_val is None or best_val < band[1] + LEARNED_MARGIN):
+            return f"training accuracy stays at {level:.1%}, chance for these labels ({band[2]})"
+    baseline = constant_baseline(run)
+    loss = run.get(sig.EPOCH_LOSS)  # the training loss: dropout and the penalty act there
+    if baseline is not None and baseline[0] > 0 and loss is not None and len(loss) >= MIN_EPOCHS:
+        level = _late(loss.values)
+        if level >= BASELINE_SHARE * baseline[0]:
+            return (
+                f"the training loss stays at {level:.4g}, what predicting a constant costs "
+                f"({baseline[0]:.4g}, {baseline[1]})"
             )
-        )
+    return None
+
+
+def _lint_finding(event: LintEvent, confirmed: str | None) -> Finding:
+    fields = {"layer": event.layer or "?", "rate": event.rate or 0.0}
+    title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event.check])
+    if confirmed is not None and event.check == LintCheck.HIGH_DROPOUT:
+        title = f"{title} keeps the model from learning: {confirmed.split(',')[0]}"
+        detail = f"{detail} Here it is the cause: {confirmed}."
+    return Finding(
+        code="model_config",
+        severity=Severity.WARNING if confirmed is not None and event.check == LintCheck.HIGH_DROPOUT else Severity.INFO,
+        step=event.step,
+        title=title,
+        detail=detail,
+        evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
+        fixes=(Fix(fix_text, fix_code),),
+    )
+
+
+def _penalty_finding(run: RunSignals, penalties: list[Penalty], confirmed: str) -> Finding:
+    """A weight penalty so strong it holds the weights at zero: the model stays at the prior."""
+    strongest = max(penalties, key=lambda p: p.factor)
+    layers = ", ".join(sorted({p.layer for p in penalties})[:6])
+    return Finding(
+        code="model_config",
+        severity=Severity.WARNING,
+        step=None,
+        title=f"Regularisation so strong the model stays at the prior: {strongest.text} ({len(penalties)} regularizer(s))",
+        detail=(
+            f"{strongest.text} on {layers}: a penalty of {strongest.factor:g} per squared weight outweighs what fitting "
+            f"the data gains, so the weights are held near zero and the model predicts the class prior or the targets' "
+            f"mean. The run confirms it: {confirmed}."
+        ),
+        evidence=Evidence((sig.EPOCH_LOSS,), facts=(Fact("regularizer", strongest.text), Fact("layers", layers))),
+        fixes=(
+            Fix(
+                "Use a weight penalty of 1e-5 to 1e-3 (or weight decay in the optimizer), and raise it only "
+                "while validation improves.",
+                "keras.layers.Dense(units, kernel_regularizer=keras.regularizers.L2(1e-4))",
+            ),
+        ),
+    )
+
+
+def check_model_config(run: RunSignals) -> list[Finding]:
+    events = run.first_of_each_check(LintEvent, _CONFIG)
+    penalties = strong_penalties(run)
+    confirmed = learned_nothing(run) if penalties or any(e.check == LintCheck.HIGH_DROPOUT for e in events) else None
+    findings = [_lint_finding(event, confirmed) for event in events]
+    if penalties and confirmed is not None:
+        findings.insert(0, _penalty_finding(run, penalties, confirmed))
     return findings

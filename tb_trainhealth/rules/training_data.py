@@ -17,7 +17,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
@@ -267,7 +267,7 @@ PAIRING_FIXES = (
 )
 
 
-def _chance(run: RunSignals) -> tuple[float, float, str] | None:
+def chance_band(run: RunSignals) -> tuple[float, float, str] | None:
     """The accuracy band of a model that learned nothing about the inputs: (low, high, how). Between
     guessing by the label frequencies (sum of p squared) and always answering the majority class."""
     stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
@@ -289,7 +289,7 @@ def _chance(run: RunSignals) -> tuple[float, float, str] | None:
 
 def labels_unrelated(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
-    chance = _chance(run)
+    chance = chance_band(run)
     if train is None or val is None or chance is None:
         return []
     low, high, how = chance
@@ -345,7 +345,79 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
 
 def check_label_problem(run: RunSignals) -> list[Finding]:
     found = _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
-    return found or labels_unrelated(run)
+    return found or labels_unrelated(run) or class_mix_differs(run)
+
+
+# Training labels dominated by one class (at least DOMINANT_SHARE of them, from the label statistics)
+# while the validation accuracy stays at least MIX_GAP below that share at every epoch, training
+# accuracy at or above it: on a validation set with the training set's class mix, answering the
+# majority class alone scores the share, so a model that fits its training labels cannot score
+# far below it at its best. The validation set holds another class mix: a filter or join bug
+# dropped classes from training. Measured (`bench/learn_less_zoo.py` labels_one_class): 96% class 0
+# in training, validation accuracy 0.36-0.61 (35+ points below) while training accuracy reaches 0.98;
+# imbalanced healthy runs (rule_zoo class_weighted, the sweep's imbalanced configs) score within a few
+# points of the share or above it.
+DOMINANT_SHARE = 0.7
+MIX_GAP = 0.25
+
+MIX_FIXES = (
+    Fix(
+        "Compare the class counts of the training and validation labels: a filter or join dropped classes.",
+        "print(np.unique(y_train, return_counts=True), np.unique(y_val, return_counts=True))",
+    ),
+    SHUFFLE_SPLIT_FIX,
+)
+
+
+def _training_shares(run: RunSignals) -> np.ndarray | None:
+    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    if stats is not None and stats.class_counts and sum(stats.class_counts) > 0:
+        counts = np.asarray(stats.class_counts, np.float64)
+        return counts / counts.sum()
+    if stats is not None and stats.loss == LossKind.BINARY_CROSSENTROPY and stats.mean is not None:
+        return np.array([1 - stats.mean, stats.mean]) if 0 <= stats.mean <= 1 else None
+    return None
+
+
+def class_mix_differs(run: RunSignals) -> list[Finding]:
+    train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
+    shares = _training_shares(run)
+    if train is None or val is None or shares is None or len(shares) < 2:
+        return []
+    top, share = int(np.argmax(shares)), float(np.max(shares))
+    val_values = finite_part(val).values
+    if share < DOMINANT_SHARE or len(val_values) < MIN_EPOCHS_BELOW_CHANCE:
+        return []
+    best_val, train_last = float(np.max(val_values)), float(train.values[-1])
+    if best_val > share - MIX_GAP or train_last < share:
+        return []
+    first, last = int(val.steps[0]), int(val.steps[-1])
+    return [
+        Finding(
+            code="label_problem",
+            severity=Severity.WARNING,
+            step=first,
+            title=(
+                f"Training labels are {share:.0%} class {top}, but validation accuracy never gets near that "
+                f"(best {best_val:.1%}): validation holds another class mix"
+            ),
+            detail=(
+                f"Class {top} holds {share:.1%} of the training labels sampled. Answering class {top} for every "
+                f"sample would score about {share:.0%} on data with that mix, and training accuracy reaches "
+                f"{train_last:.1%}, yet validation accuracy is at most {best_val:.1%} over {len(val_values)} epochs. "
+                "The validation labels have other class shares than the training labels: a filter, join or "
+                "sampling step dropped most of the other classes from the training set, so the model barely "
+                "learns them."
+            ),
+            evidence=Evidence(
+                (sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY),
+                first,
+                last,
+                facts=(Fact("training label shares", ", ".join(f"{p:.1%}" for p in shares[:10])),),
+            ),
+            fixes=MIX_FIXES,
+        )
+    ]
 
 
 def constant_baseline(run: RunSignals) -> tuple[float, str] | None:

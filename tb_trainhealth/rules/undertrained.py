@@ -14,7 +14,13 @@ cut short still gains a large share each epoch. Judged at the end of training on
   validation loss fell in the last epoch.
 - In both, the recent drop is at least MIN_RELATIVE_DROP of the loss's level.
 - Never when the accuracies are saturated (training and validation at 100%), nor when
-  EarlyStopping ended the run (by the user's own measure, validation stopped improving).
+  EarlyStopping ended the run (by the user's own measure, validation stopped improving)...
+- ...unless EarlyStopping was set so tight that it stopped a validation loss still falling:
+  patience 0-1 (one noisy epoch ends the run) or a min_delta larger than the gain per epoch.
+  The finding names which setting, since the fix differs (`_early_stopping_too_eager`).
+- Too few optimizer steps in all (`_too_few_steps`: a batch the size of the data set, a tiny
+  training set, a handful of epochs): under FEW_STEPS steps with training and validation loss
+  still falling steadily at the end. The finding says how many steps and why so few.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
+from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, number, optimizer_steps
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -95,9 +102,14 @@ def _saturated(run: RunSignals) -> bool:
 
 def check_undertrained(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
-    if train is None or _saturated(run) or run.stopped_by("EarlyStopping"):
-        # (EarlyStopping ended it: by the user's own measure, validation stopped improving)
+    if train is None or _saturated(run):
         return []
+    if run.stopped_by("EarlyStopping"):
+        # By the user's own measure validation stopped improving, unless the measure was too tight.
+        return _early_stopping_too_eager(run, train, val)
+    few = _too_few_steps(run, train, val)
+    if few:
+        return few
     if len(train) >= MIN_EPOCHS:
         return _judged_per_epoch(run, train, val)
     if len(train) >= MIN_STEP_EPOCHS:
@@ -172,3 +184,161 @@ def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str
             LR_FIX_SCHEDULE,
         ),
     )
+
+
+# EarlyStopping that stopped a run still improving. Over the last ES_TAIL_EPOCHS before the stop the
+# validation loss fell with a rank correlation of at most ES_MAX_RANK_CORRELATION (one bump allowed:
+# patience 0 stops at the first one) and gained, per epoch, at least ES_STILL_SHARE of the whole
+# improvement so far and MIN_RELATIVE_DROP of its level. Measured (`bench/learn_less_zoo.py`):
+# min_delta=0.05 on a regression loss gaining 0.012 per epoch: 5.6% per epoch, rank correlation
+# -1.0, stopped at epoch 6 of 50 (the twin, min_delta=0, reaches 0.039 against 0.101); patience=0 on
+# val_accuracy: 2.8% per epoch (4.7% of its level), stopped at epoch 13 of 60 (accuracy 0.77 against 0.84).
+# TIGHT_PATIENCE: patience at most this ends a run at its first noisy epoch.
+ES_TAIL_EPOCHS = 4
+ES_MAX_RANK_CORRELATION = -0.6
+ES_STILL_SHARE = 0.02
+TIGHT_PATIENCE = 1
+
+
+def _gain_per_epoch(values: np.ndarray) -> tuple[float, float] | None:
+    """(gain per epoch over the last ES_TAIL_EPOCHS, share of the improvement so far), when the
+    tail still falls; else None."""
+    if len(values) < ES_TAIL_EPOCHS:
+        return None
+    tail = values[-ES_TAIL_EPOCHS:]
+    if rank_correlation(tail) > ES_MAX_RANK_CORRELATION:
+        return None
+    best_tail = float(np.min(tail))
+    gained = float(np.max(values[: len(values) - ES_TAIL_EPOCHS + 1]) - best_tail)
+    per_epoch = float(tail[0] - best_tail) / (ES_TAIL_EPOCHS - 1)
+    if gained <= 0 or per_epoch < MIN_RELATIVE_DROP * best_tail:
+        return None
+    return per_epoch, per_epoch / gained
+
+
+def _tight_setting(setup: EarlyStoppingSetup, gain: float) -> str | None:
+    """Which setting stopped a run still gaining `gain` per epoch (on the validation loss)."""
+    if setup.min_delta > 0 and "loss" in setup.monitor and setup.min_delta > gain:
+        return "min_delta"
+    if setup.patience <= TIGHT_PATIENCE:
+        return "patience"
+    return None
+
+
+def _early_stopping_too_eager(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
+    setup = early_stopping(run)
+    if setup is None or val is None:
+        return []
+    found = _gain_per_epoch(finite_part(val).values)
+    if found is None or found[1] < ES_STILL_SHARE or _gain_per_epoch(finite_part(train).values) is None:
+        return []
+    gain, share = found
+    which = _tight_setting(setup, gain)
+    if which is None:
+        return []
+    end = run.stopped_by("EarlyStopping")
+    planned = f" of {end.epochs_planned}" if end is not None and end.epochs_planned else ""
+    epochs = f"epoch {end.epochs_run}{planned}" if end is not None and end.epochs_run else run.at(int(val.steps[-1]))
+    if which == "min_delta":
+        why = (
+            f"min_delta={setup.min_delta:g} asks each epoch to gain more than the validation loss gains "
+            f"({gain:.3g} per epoch over the last {ES_TAIL_EPOCHS}): every epoch counts as no improvement."
+        )
+        fix = Fix(
+            f"Set min_delta below the gain per epoch ({gain:.2g}), or leave it at 0 and let patience decide.",
+            f"keras.callbacks.EarlyStopping(monitor='{setup.monitor}', patience=5, min_delta=0, restore_best_weights=True)",
+        )
+    else:
+        why = (
+            f"patience={setup.patience} ends the run at the first epoch that does not beat the best "
+            f"({setup.monitor}), and a validation metric is noisy from epoch to epoch."
+        )
+        fix = Fix(
+            "Give EarlyStopping a patience of 5-10 epochs so one noisy epoch does not end training.",
+            f"keras.callbacks.EarlyStopping(monitor='{setup.monitor}', patience=5, restore_best_weights=True)",
+        )
+    step = int(val.steps[-1])
+    return [
+        Finding(
+            code="undertrained",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"EarlyStopping ({which}) stopped the run while validation loss was still improving",
+            detail=(
+                f"EarlyStopping ended training at {epochs}, yet over its last {ES_TAIL_EPOCHS} epochs the validation "
+                f"loss still fell by {gain:.3g} per epoch ({share:.0%} of all its improvement so far, per epoch). "
+                + why
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
+            fixes=(fix,),
+        )
+    ]
+
+
+# Too few optimizer steps in all: fewer than FEW_STEPS, with both losses still falling steadily
+# (rank correlation over the last TAIL_FRACTION of epochs at most MAX_RANK_CORRELATION) and still
+# gaining, per epoch, at least FEW_STEPS_SHARE of the improvement so far (the level test,
+# MIN_RELATIVE_DROP, is left out: a full-batch run moves its loss by ~1% an epoch). Measured
+# (`bench/learn_less_zoo.py`): a CNN trained with batch_size = the 600-sample training set for
+# 12 epochs (12 steps): 8.5% (training) and 9.6% (validation) per epoch, validation accuracy 0.68
+# against its twin's 1.0. The healthy sweep's smallest runs take 150+ steps and end flat.
+FEW_STEPS = 100
+FEW_STEPS_SHARE = 0.04
+
+
+def _steady_share(series: Series) -> float | None:
+    values = finite_part(series).values
+    if len(values) < MIN_EPOCHS:
+        return None
+    tail = values[-max(TAIL_EPOCHS, int(np.ceil(TAIL_FRACTION * len(values)))) :]
+    if rank_correlation(tail) > MAX_RANK_CORRELATION:
+        return None
+    gained = float(np.max(values[: len(values) - TAIL_EPOCHS + 1]) - values[-1])
+    per_epoch = float(values[-TAIL_EPOCHS] - values[-1]) / (TAIL_EPOCHS - 1)
+    return per_epoch / gained if gained > 0 and per_epoch > 0 else None
+
+
+def _few_steps_reason(run: RunSignals, steps: int) -> str:
+    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    epochs = len(run.get(sig.EPOCH_LOSS) or ())
+    if samples and batch and batch >= samples / 2:
+        return f"batch_size={int(batch)} holds {batch / samples:.0%} of the {int(samples)} training samples: one or two steps per epoch"
+    if samples and batch:
+        return f"{int(samples)} training samples in batches of {int(batch)}, {epochs} epochs"
+    return f"{epochs} epochs"
+
+
+def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
+    steps = optimizer_steps(run)
+    if steps is None or steps >= FEW_STEPS or val is None:
+        return []
+    shares = [_steady_share(train), _steady_share(val)]
+    if any(s is None or s < FEW_STEPS_SHARE for s in shares):
+        return []
+    share = min(s for s in shares if s is not None)
+    step = int(train.steps[-1])
+    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    fixes = [
+        Fix(
+            "Take more optimizer steps: more epochs, with early stopping to find the end.",
+            "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
+            "patience=10, restore_best_weights=True)])",
+        )
+    ]
+    if samples and batch and batch > 64:
+        fixes.insert(0, Fix("Use a smaller batch: more (noisier) steps per epoch.", "model.fit(..., batch_size=32)"))
+    return [
+        Finding(
+            code="undertrained",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"Only {steps} optimizer steps in all, and the loss was still falling at every epoch",
+            detail=(
+                f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}). Training and validation "
+                f"loss still fell steadily at the end, each of the last epochs delivering {share:.0%} of all the "
+                "improvement so far: the model stopped long before it could have."
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
+            fixes=tuple(fixes),
+        )
+    ]

@@ -1,0 +1,96 @@
+"""What the run was set up to do, read from its `RunSettings` (the callback writes them once per
+fit): how many optimizer steps it took, how EarlyStopping was configured, which layers carry
+a strong penalty. Rules that must say *which* setting made a run learn less read them here.
+A setting the writer could not read is absent: every helper answers None or () then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.signals import RunSignals
+
+# A weight penalty at least this large (Keras' L1/L2 factor per kernel) dominates the loss of a
+# normally scaled model: Keras' own default L2 is 0.01, the sweep's regularised runs use 1e-4 to
+# 1e-3; the zoo's l2_huge runs (1.0-3.0) sit at the class prior / the targets' mean.
+STRONG_PENALTY = 0.1
+_PENALTY = re.compile(r"\bl[12]=([0-9.eE+-]+)")
+
+
+def setting(run: RunSignals, name: str) -> object:
+    return run.settings.settings.get(name)
+
+
+def number(run: RunSignals, name: str) -> float | None:
+    value = setting(run, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def optimizer_steps(run: RunSignals) -> int | None:
+    """Optimizer steps the run took: the per-step loss's last step, else epochs x batches per
+    epoch from the settings (steps_per_epoch, or train_samples / batch_size)."""
+    loss = run.get(sig.LOSS)
+    if loss is not None and run.axis == sig.STEP_AXIS:
+        return int(loss.steps[-1]) - int(loss.steps[0]) + 1
+    epochs = run.get(sig.EPOCH_LOSS)
+    per_epoch = steps_per_epoch(run)
+    if epochs is None or per_epoch is None:
+        return None
+    return len(epochs) * per_epoch
+
+
+def steps_per_epoch(run: RunSignals) -> int | None:
+    explicit = number(run, "steps_per_epoch")
+    if explicit:
+        return int(explicit)
+    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    if not samples or not batch:
+        return None
+    return max(1, math.ceil(samples / batch))
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStoppingSetup:
+    monitor: str
+    patience: int
+    min_delta: float
+
+
+def early_stopping(run: RunSignals) -> EarlyStoppingSetup | None:
+    patience = number(run, "EarlyStopping.patience")
+    if patience is None:
+        return None
+    monitor = setting(run, "EarlyStopping.monitor")
+    min_delta = number(run, "EarlyStopping.min_delta") or 0.0
+    return EarlyStoppingSetup(monitor if isinstance(monitor, str) else "val_loss", int(patience), abs(min_delta))
+
+
+@dataclasses.dataclass(frozen=True)
+class Penalty:
+    layer: str
+    text: str  # as written: "L2(l2=3)"
+    factor: float
+
+
+def strong_penalties(run: RunSignals) -> list[Penalty]:
+    """Kernel (and bias) regularizers with a factor of at least STRONG_PENALTY."""
+    found = []
+    for name, value in run.settings.settings.items():
+        if not name.endswith(("kernel_regularizer", "bias_regularizer")) or not isinstance(value, str):
+            continue
+        factors = [float(f) for f in _PENALTY.findall(value) if _is_float(f)]
+        if factors and max(factors) >= STRONG_PENALTY:
+            found.append(Penalty(name.rsplit(".", 1)[0], value, max(factors)))
+    return found
+
+
+def _is_float(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
