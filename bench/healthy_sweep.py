@@ -1162,6 +1162,110 @@ def _(seed):
     return Setup(model, (x, y), epochs=8, batch_size=8, validation=0.2)
 
 
+# Healthy runs that look like the faults of bench/learn_less_zoo.py (team issue 36): few steps on a
+# small data set, EarlyStopping on a converged run, an imbalanced set whose minority is learned,
+# label smoothing, strong but appropriate regularisation ------------------------------------------
+@config("learnless_small_data_few_steps_converged", "mlp/multiclass", seeds=2)
+def _(seed):
+    """240 samples in batches of 64 for 20 epochs (80 optimizer steps): an easy task, converged."""
+    x, y = blobs(np.random.default_rng(7000 + seed), 300, 3, 6, spread=8.0)
+    train, val = _split(x, y)
+    model = _compile(
+        mlp(6, 3, (32,)),
+        keras.optimizers.Adam(3e-2),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        ["accuracy"],
+    )
+    return Setup(model, train, epochs=20, batch_size=64, validation=val, accuracy="accuracy")
+
+
+@config("learnless_full_batch_lbfgs_like_converged", "regression", seeds=2)
+def _(seed):
+    """Full-batch training of a small linear problem (500 samples, batch 500, 60 steps), Adam 0.1: converged."""
+    x, y = linear_exact(np.random.default_rng(7100 + seed), 500, features=4, outputs=1)
+    train, val = _split(x, y)
+    model = _compile(keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)]), keras.optimizers.Adam(0.1), "mse")
+    return Setup(model, train, epochs=60, batch_size=500, validation=val)
+
+
+@config("learnless_es_patience1_converged", "mlp/binary", seeds=2)
+def _(seed):
+    """EarlyStopping(patience=1, min_delta=1e-3) on two moons: it stops a run that has converged."""
+    x, y = moons(np.random.default_rng(7200 + seed), 1500, noise=0.1)
+    train, val = _split(x, y)
+    model = _compile(
+        mlp(2, 1, (32, 32), output_activation="sigmoid"),
+        keras.optimizers.Adam(1e-2),
+        "binary_crossentropy",
+        ["accuracy"],
+    )
+    stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=1e-3, restore_best_weights=True)
+    return Setup(model, train, epochs=100, batch_size=32, validation=val, callbacks=[stop], accuracy="accuracy")
+
+
+@config("learnless_imbalanced_minority_learned", "mlp/binary", seeds=2)
+def _(seed):
+    """88% negatives, but the positives are well separated: the minority is learned (accuracy ~99%)."""
+    rng = np.random.default_rng(7300 + seed)
+    y = (rng.random(2000) < 0.12).astype("float32")
+    x = (rng.normal(size=(2000, 6)) + 2.5 * y[:, None]).astype("float32")
+    train, val = _split(x, y)
+    model = _compile(
+        mlp(6, 1, (32,), output_activation="sigmoid"), keras.optimizers.Adam(3e-3), "binary_crossentropy", ["accuracy"]
+    )
+    return Setup(model, train, epochs=20, batch_size=32, validation=val, accuracy="accuracy")
+
+
+@config("learnless_label_smoothing", "mlp/multiclass", seeds=2)
+def _(seed):
+    """One-hot labels with label_smoothing=0.2: the loss floor sits well above 0, accuracy near 100%."""
+    x, y = rings(np.random.default_rng(7400 + seed), 2000, classes=3, noise=0.15)
+    onehot = keras.utils.to_categorical(y, 3)
+    train, val = _split(x, onehot)
+    loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2)
+    model = _compile(mlp(2, 3, (64, 64)), keras.optimizers.Adam(3e-3), loss, ["accuracy"])
+    return Setup(model, train, epochs=30, batch_size=32, validation=val, accuracy="accuracy")
+
+
+@config("learnless_strong_regularisation_fits", "mlp/multiclass", seeds=2)
+def _(seed):
+    """Dropout 0.6 after each of two wide layers plus L2(1e-3): strong, but the model still learns well."""
+    x, y = blobs(np.random.default_rng(7500 + seed), 2000, 5, 10, spread=4.0)
+    train, val = _split(x, y)
+    l2 = keras.regularizers.L2(1e-3)
+    model = keras.Sequential(
+        [
+            keras.Input((10,)),
+            keras.layers.Dense(256, activation="relu", kernel_regularizer=l2),
+            keras.layers.Dropout(0.6),
+            keras.layers.Dense(256, activation="relu", kernel_regularizer=l2),
+            keras.layers.Dropout(0.6),
+            keras.layers.Dense(5),
+        ]
+    )
+    _compile(
+        model, keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True), ["accuracy"]
+    )
+    return Setup(model, train, epochs=30, batch_size=32, validation=val, accuracy="accuracy")
+
+
+@config("learnless_l2_0p1_regression_fits", "regression", seeds=1)
+def _(seed):
+    """L2(0.1) on the output layer of a Friedman MLP only: a large factor on one small layer, still learns."""
+    x, y = friedman(np.random.default_rng(7600 + seed), 2000)
+    train, val = _split(x, y)
+    model = keras.Sequential(
+        [
+            keras.Input((10,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(0.1)),
+        ]
+    )
+    _compile(model, keras.optimizers.Adam(2e-3), "mse")
+    return Setup(model, train, epochs=40, batch_size=32, validation=val)
+
+
 # -- running and judging ------------------------------------------------------------------------
 def _initial_loss(setup: Setup) -> float:
     """The untrained model's loss on (up to 1024 samples of) the training data."""
