@@ -1,0 +1,270 @@
+"""Runs that train without an error but learn far less than they could (team issue 36).
+
+In-memory RunSignals for the thresholds; two real tiny trainings (a broken run found, its
+one-setting twin quiet). The full evidence is `python bench/learn_less_zoo.py`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tb_trainhealth import engine
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import FitEndEvent, LintEvent
+from tb_trainhealth.contract.run_info import RunInfo
+from tb_trainhealth.contract.run_settings import RunSettings
+from tb_trainhealth.contract.vocab import LintCheck, LossKind
+from tb_trainhealth.findings import Severity
+from tb_trainhealth.rules.common_fixes import RAISE
+from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.model_lint import check_model_config
+from tb_trainhealth.rules.training_data import check_label_problem
+from tb_trainhealth.rules.undertrained import check_undertrained
+from tb_trainhealth.signals import LayerSeries, RunSignals, Series
+
+RNG = np.random.default_rng(0)
+
+
+def epochs_run(settings: dict | None = None, events: list | None = None, info: RunInfo | None = None, **series):
+    """A run on the epoch axis (epochs numbered from 1) with the given per-epoch series."""
+    return RunSignals(
+        "r",
+        series={k: Series.of(np.arange(1, len(v) + 1), v) for k, v in series.items()},
+        events=events or [],
+        settings=RunSettings(settings=settings or {}),
+        info=info or RunInfo(),
+        axis=sig.EPOCH_AXIS,
+    )
+
+
+def with_update_ratio(run: RunSignals, ratio: float) -> RunSignals:
+    steps = np.arange(20, 20 * 11, 20)
+    run.layer_series[sig.LAYER_UPDATE_RATIO] = LayerSeries(steps, np.full((len(steps), 2), ratio))
+    return run
+
+
+def stats(counts: tuple[float, ...]) -> LintEvent:
+    return LintEvent(0, LintCheck.LABEL_STATISTICS, loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, class_counts=counts)
+
+
+FALLING = 1.4 * np.exp(-np.arange(12) / 40)  # a slow, steady fall (full batch: ~2% an epoch)
+
+
+# -- too few optimizer steps --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("samples", "batch", "loss", "fires"),
+    [
+        (600, 600, FALLING, True),  # 12 steps, still falling steadily
+        (600, 32, FALLING, False),  # 228 steps: judged by the ordinary per-epoch rule, not as too few steps
+        (600, 600, np.r_[FALLING[:6], np.full(6, FALLING[6])], False),  # few steps, but flat at the end
+    ],
+    ids=["full-batch-falling", "many-steps", "few-steps-converged"],
+)
+def test_too_few_steps_needs_few_steps_and_a_loss_still_falling(samples, batch, loss, fires):
+    run = epochs_run({"train_samples": samples, "batch_size": batch}, epoch_loss=loss, epoch_val_loss=loss * 0.98)
+    found = [f for f in check_undertrained(run) if "optimizer steps" in f.title]
+    assert bool(found) == fires
+    if fires:
+        assert found[0].severity == Severity.WARNING and "12 optimizer steps" in found[0].title
+        assert "batch_size=600" in found[0].detail
+
+
+# -- EarlyStopping set too tight ------------------------------------------------------------------
+STOPPED = [FitEndEvent(6, epochs_run=6, epochs_planned=50, stopped_early=True, stopped_by=("EarlyStopping",))]
+STILL_FALLING = np.array([0.315, 0.19, 0.145, 0.125, 0.112, 0.101])  # the zoo's min_delta run
+
+
+@pytest.mark.parametrize(
+    ("patience", "min_delta", "val", "named"),
+    [
+        (2, 0.05, STILL_FALLING, "min_delta"),
+        (0, 0.0, STILL_FALLING, "patience"),
+        (5, 0.0, STILL_FALLING, None),  # a patience the user chose on purpose
+        (0, 0.0, np.array([0.315, 0.19, 0.15, 0.149, 0.149, 0.150]), None),  # converged: stopping was right
+    ],
+    ids=["min-delta", "patience-0", "patience-5", "converged"],
+)
+def test_early_stopping_that_stopped_a_run_still_improving_names_the_setting(patience, min_delta, val, named):
+    settings = {"EarlyStopping.patience": patience, "EarlyStopping.min_delta": min_delta}
+    settings["EarlyStopping.monitor"] = "val_loss"
+    run = epochs_run(settings, STOPPED, epoch_loss=val * 1.3, epoch_val_loss=val)
+    found = check_undertrained(run)
+    assert [f.title.split("(")[1].split(")")[0] for f in found] == ([named] if named else [])
+
+
+# -- training labels of another class mix than validation ------------------------------------------
+@pytest.mark.parametrize(
+    ("val_accuracy", "fires"),
+    [(np.linspace(0.36, 0.61, 10), True), (np.linspace(0.9, 0.95, 10), False)],
+    ids=["validation-far-below-the-share", "minority-learned"],
+)
+def test_class_mix_differs_needs_validation_far_below_the_majority_share(val_accuracy, fires):
+    run = epochs_run(
+        events=[stats((960.0, 21.0, 17.0))],
+        epoch_accuracy=np.linspace(0.76, 0.98, 10),
+        epoch_val_accuracy=val_accuracy,
+    )
+    found = check_label_problem(run)
+    assert bool(found) == fires
+    if fires:
+        assert "class mix" in found[0].title
+
+
+# -- a plateau names why the weights do not move, and raises the rate once ---------------------------
+@pytest.mark.parametrize(
+    ("info", "settings", "words"),
+    [
+        (RunInfo(optimizer="Adam", learning_rate=3e-6), {}, "learning rate (3e-06) is too small"),
+        (RunInfo(optimizer="SGD", learning_rate=0.05, clips_gradients=True), {"clipvalue": 1e-6}, "clipvalue=1e-06"),
+        (RunInfo(optimizer="Adadelta", learning_rate=1e-3), {}, "Adadelta at learning rate 0.001"),
+    ],
+    ids=["tiny-rate", "tight-clipping", "adadelta-default"],
+)
+def test_a_frozen_plateau_names_its_cause_and_raises_the_rate_once(info, settings, words):
+    run = RunSignals(
+        "r",
+        series={sig.LOSS: Series.of(np.arange(1, 401), 1.0 + 0.01 * RNG.normal(size=400))},
+        info=info,
+        settings=RunSettings(settings=settings),
+    )
+    (finding,) = check_loss_plateau(with_update_ratio(run, 3e-7))
+    assert words in finding.title
+    assert sum(f.text.startswith(RAISE) for f in finding.fixes) <= 1
+    (diagnosed,) = [f for f in engine.diagnose(run) if f.code == "loss_plateau"]
+    assert sum(f.text.startswith(RAISE) for f in diagnosed.fixes) <= 1
+
+
+def test_a_plateau_at_the_baseline_with_normal_steps_puts_the_labels_first_not_the_learning_rate():
+    run = RunSignals(
+        "r",
+        series={sig.LOSS: Series.of(np.arange(1, 401), np.log(4) + 0.01 * RNG.normal(size=400))},
+        events=[stats((250.0, 250.0, 250.0, 250.0))],
+        info=RunInfo(optimizer="Adam", learning_rate=1e-3),
+    )
+    (finding,) = check_loss_plateau(with_update_ratio(run, 8e-4))
+    assert not finding.fixes[0].text.startswith(RAISE)
+
+
+# -- a loss that bounces from epoch to epoch while still large ----------------------------------------
+# The zoo's bouncing_regression (targets x20, plain SGD 0.03), seed 0.
+BOUNCING_VAL = np.concatenate(
+    [
+        [113, 174, 158, 206, 206, 141, 70, 66, 85, 96, 118, 68, 54, 44, 43],
+        [56, 48, 47, 50, 44, 68, 47, 50, 39, 67, 47, 105, 40, 36, 58],
+    ]
+).astype(float)
+BOUNCING_TRAIN = np.concatenate(
+    [
+        [152, 161, 174, 159, 192, 180, 112, 72, 75, 204, 70, 59, 61, 53, 63],
+        [71, 58, 54, 59, 56, 58, 51, 67, 45, 64, 54, 48, 47, 47, 42],
+    ]
+).astype(float)
+
+
+@pytest.mark.parametrize(
+    ("val", "ratio", "fires"),
+    [
+        (BOUNCING_VAL, 0.028, True),
+        (BOUNCING_VAL, 5e-4, False),  # normal-sized steps: a noisy validation set, not the learning rate
+        (np.linspace(113, 12, 30), 0.028, False),  # falls smoothly
+    ],
+    ids=["bouncing", "normal-steps", "smooth"],
+)
+def test_swinging_epochs_on_a_large_loss_are_oscillation(val, ratio, fires):
+    run = epochs_run(info=RunInfo(learning_rate=0.03), epoch_loss=BOUNCING_TRAIN, epoch_val_loss=val)
+    found = check_loss_oscillation(with_update_ratio(run, ratio))
+    assert bool(found) == fires
+    if fires:
+        assert "learning rate (0.03) is too high" in found[0].title
+
+
+# -- a lint or a setting confirmed by the run ------------------------------------------------------
+def test_a_strong_penalty_is_a_warning_only_when_the_model_stays_at_the_prior():
+    settings = {"dense.kernel_regularizer": "L2(l2=3)", "dense_1.kernel_regularizer": "L2(l2=3)"}
+    at_prior = epochs_run(
+        settings,
+        [stats((235.0, 243.0, 268.0, 254.0))],
+        epoch_loss=np.linspace(136, 1.67, 15),
+        epoch_accuracy=np.r_[np.linspace(0.26, 0.53, 5), np.full(10, 0.268)],
+        epoch_val_accuracy=np.r_[np.linspace(0.26, 0.49, 5), np.full(10, 0.198)],
+    )
+    (finding,) = check_model_config(at_prior)
+    assert finding.severity == Severity.WARNING and "L2(l2=3)" in finding.title
+    learns = epochs_run(
+        {"dense.kernel_regularizer": "L2(l2=0.0001)"},
+        [stats((235.0, 243.0, 268.0, 254.0))],
+        epoch_loss=np.linspace(1.4, 0.1, 15),
+        epoch_accuracy=np.linspace(0.3, 0.98, 15),
+    )
+    assert check_model_config(learns) == []
+
+
+@pytest.mark.parametrize(
+    ("train_accuracy", "train_loss", "severity"),
+    [
+        (np.full(15, 0.26), np.linspace(5.8, 2.5, 15), Severity.WARNING),
+        (np.linspace(0.3, 0.9, 15), np.linspace(1.4, 0.3, 15), Severity.INFO),
+    ],
+    ids=["at-chance", "learning"],
+)
+def test_high_dropout_is_a_warning_when_the_model_is_at_chance(train_accuracy, train_loss, severity):
+    run = epochs_run(
+        events=[LintEvent(0, LintCheck.HIGH_DROPOUT, layer="dropout", rate=0.95), stats((235.0, 243.0, 268.0, 254.0))],
+        epoch_loss=train_loss,
+        epoch_accuracy=train_accuracy,
+        epoch_val_accuracy=np.linspace(0.32, 0.42, 15),
+    )
+    (finding,) = check_model_config(run)
+    assert finding.severity == severity
+
+
+# -- real tiny training ---------------------------------------------------------------------------------
+def _train(tmp_path, name: str, *, dropout: float, batch_size: int, epochs: int):
+    import keras
+
+    from tb_trainhealth import HealthCallback
+    from tb_trainhealth.read.logdir import open_logdir
+    from tb_trainhealth.read.reader import SignalReader
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    centres = rng.normal(scale=1.6, size=(4, 8))
+    y = rng.integers(0, 4, 800)
+    x = (centres[y] + rng.normal(size=(800, 8))).astype("float32")
+    layers = [keras.Input((8,)), keras.layers.Dense(16, activation="relu")]
+    layers += [keras.layers.Dropout(dropout)] if dropout else []
+    layers += [keras.layers.Dense(16, activation="relu")]
+    layers += [keras.layers.Dropout(dropout)] if dropout else []
+    model = keras.Sequential([*layers, keras.layers.Dense(4)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(keras.optimizers.Adam(3e-3), loss, metrics=["accuracy"])
+    root = tmp_path / name
+    model.fit(
+        x[:600],
+        y[:600],
+        validation_data=(x[600:], y[600:]),
+        epochs=epochs,
+        batch_size=batch_size,
+        verbose=0,
+        callbacks=[HealthCallback(log_dir=str(root / "run"), verbose=False)],
+    )
+    reader = SignalReader(open_logdir(str(root)))
+    (group,) = reader.groups()
+    return engine.diagnose(reader.read(group))
+
+
+def loud(findings) -> list[tuple[str, str]]:
+    return [(f.code, f.title) for f in findings if f.severity >= Severity.WARNING]
+
+
+def test_dropout_095_is_the_cause_and_its_twin_is_quiet(tmp_path):
+    broken = loud(_train(tmp_path, "broken", dropout=0.95, batch_size=32, epochs=8))
+    assert broken and broken[0][0] == "model_config" and "Dropout" in broken[0][1], broken
+    assert loud(_train(tmp_path, "twin", dropout=0.2, batch_size=32, epochs=8)) == []
+
+
+def test_a_batch_the_size_of_the_data_set_is_too_few_steps_and_its_twin_is_quiet(tmp_path):
+    broken = loud(_train(tmp_path, "broken", dropout=0.0, batch_size=600, epochs=12))
+    assert broken and broken[0][0] == "undertrained" and "optimizer steps" in broken[0][1], broken
+    assert loud(_train(tmp_path, "twin", dropout=0.0, batch_size=32, epochs=12)) == []
