@@ -6,7 +6,8 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.common_fixes import CLIP_FIX
+from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
+from tb_trainhealth.rules.run_setup import rate_blew_it_up
 from tb_trainhealth.rules.series_math import (
     finite_part,
     head_level,
@@ -65,7 +66,14 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
     )
     if layer:
         detail += f" Layer {layer} grew first."
+    rate = rate_blew_it_up(run, onset)
+    if rate is not None:
+        detail = (
+            f"The learning rate ({rate:.3g}, {run.info.optimizer or 'optimizer'}) is far too large for this model: "
+            f"the first updates blew the gradients up from step {onset}. " + detail
+        )
     fixes = (
+        *((LR_FIX_LOWER,) if rate is not None else ()),
         CLIP_FIX,
         Fix(
             "Add normalisation so activations (and gradients) keep their scale.",
@@ -85,7 +93,8 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
             code="exploding_gradients",
             severity=severity,
             step=onset,
-            title=f"Gradients exploded: norm grew {ratio:.2g}x from step {onset}",
+            title=f"Gradients exploded: norm grew {ratio:.2g}x from step {onset}"
+            + (f": the learning rate {rate:.3g} is far too large" if rate is not None else ""),
             detail=detail,
             evidence=Evidence((sig.GRAD_NORM, sig.LAYER_GRAD_NORM), onset, peak_step, layer),
             fixes=fixes,

@@ -15,6 +15,7 @@ from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
+from tb_trainhealth.rules.run_setup import rate_blew_it_up
 from tb_trainhealth.signals import RunSignals, Series
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
@@ -34,25 +35,6 @@ MIN_STEPS_BEFORE_NAN = 2
 # a NaN from log(0) or the data comes with a steady norm).
 LAST_STEPS = 3
 SUDDEN_GROWTH = 30.0
-
-# A blow-up within the first EARLY_BLOWUP_STEPS steps at a learning rate at least LARGE_RATE (LARGE_ADAPTIVE_RATE
-# for Adam-like optimizers, whose steps are ~the rate itself) is the learning rate, named in the title.
-# Measured (`bench/learn_less_zoo.py` lr_huge_nan_mlp): SGD 3.0, gradients 1.6e10x by step 8, NaN at step 9;
-# the rule_zoo's rnn_exploding_to_nan (SGD 2e-4, a growing recurrence) is the weights, not the rate.
-EARLY_BLOWUP_STEPS = 100
-LARGE_RATE = 0.5
-LARGE_ADAPTIVE_RATE = 0.03
-_ADAPTIVE = ("Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Lion", "Adafactor")
-
-
-def _rate_blew_it_up(run: RunSignals, onset: int) -> float | None:
-    """The learning rate, when it is large enough to explain a blow-up in the first steps."""
-    rate = run.info.learning_rate
-    if rate is None or onset - run.info.start_step > EARLY_BLOWUP_STEPS:
-        return None
-    large = LARGE_ADAPTIVE_RATE if (run.info.optimizer or "") in _ADAPTIVE else LARGE_RATE
-    return rate if rate >= large else None
-
 
 FIXES = (
     CLIP_FIX,
@@ -332,7 +314,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         if origin.message:
             detail += f" check_numerics: {origin.message}"
     exploded = None if origin is not None and origin.where in ("input", "labels") else _exploded_before(run, onset)
-    rate = _rate_blew_it_up(run, onset) if exploded is not None else None
+    rate = rate_blew_it_up(run, onset) if exploded is not None else None
     if exploded is not None:  # the cause before the symptom: clipping first
         cause, _, grew_first = exploded
         detail = cause + " " + detail

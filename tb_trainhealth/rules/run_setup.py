@@ -94,3 +94,22 @@ def _is_float(text: str) -> bool:
         return math.isfinite(float(text))
     except ValueError:
         return False
+
+
+# A blow-up within the first EARLY_BLOWUP_STEPS steps at a learning rate at least LARGE_RATE (LARGE_ADAPTIVE_RATE
+# for Adam-like optimizers, whose steps are ~the rate itself) is the learning rate, named in the title.
+# Measured (`bench/learn_less_zoo.py` lr_huge_nan_mlp): SGD 3.0, gradients 1.6e10x by step 8, NaN at step 9;
+# the rule_zoo's rnn_exploding_to_nan (SGD 2e-4, a growing recurrence) is the weights, not the rate.
+EARLY_BLOWUP_STEPS = 100
+LARGE_RATE = 0.5
+LARGE_ADAPTIVE_RATE = 0.03
+_ADAPTIVE = ("Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Lion", "Adafactor")
+
+
+def rate_blew_it_up(run: RunSignals, onset: int) -> float | None:
+    """The learning rate, when it is large enough to explain a blow-up in the first steps."""
+    rate = run.info.learning_rate
+    if rate is None or onset - run.info.start_step > EARLY_BLOWUP_STEPS:
+        return None
+    large = LARGE_ADAPTIVE_RATE if (run.info.optimizer or "") in _ADAPTIVE else LARGE_RATE
+    return rate if rate >= large else None
