@@ -92,9 +92,8 @@ def parting_step(run: RunSignals, baseline: RunSignals, band: float, worse: bool
 
     Compared per step where both runs count the same steps per epoch, else epoch by epoch (a
     larger batch makes fewer steps of the same data)."""
-    per_step = run.get(sig.LOSS), baseline.get(sig.LOSS)
-    if per_step[0] is not None and per_step[1] is not None and _same_epoch_length(run, baseline):
-        ours, theirs = _smooth(per_step[0]), _smooth(per_step[1])
+    if compares_per_step(run, baseline):
+        ours, theirs = _smooth(run.series[sig.LOSS]), _smooth(baseline.series[sig.LOSS])
         return _parting(ours.steps, ours.values, theirs.steps, theirs.values, band, worse)
     ours, theirs = run.get(sig.EPOCH_LOSS), baseline.get(sig.EPOCH_LOSS)
     if ours is None or theirs is None:
@@ -103,7 +102,11 @@ def parting_step(run: RunSignals, baseline: RunSignals, band: float, worse: bool
     return None if index is None else int(ours.steps[index])
 
 
-def _same_epoch_length(run: RunSignals, baseline: RunSignals) -> bool:
+def compares_per_step(run: RunSignals, baseline: RunSignals) -> bool:
+    """Both runs have a per-step loss on the same axis and count the same steps per epoch (a larger
+    batch makes fewer steps of the same data: then only epochs line up)."""
+    if run.axis != baseline.axis or run.get(sig.LOSS) is None or baseline.get(sig.LOSS) is None:
+        return False
     ours, theirs = run.get(sig.EPOCH_LOSS), baseline.get(sig.EPOCH_LOSS)
     if ours is None or theirs is None:
         return True  # no epochs known: steps are all there is

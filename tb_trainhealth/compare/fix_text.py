@@ -3,25 +3,14 @@ line of Keras to paste."""
 
 from __future__ import annotations
 
+from tb_trainhealth.compare.culprit import OPTIMIZER_OWN
 from tb_trainhealth.compare.settings_diff import Change
 from tb_trainhealth.contract.run_settings import DATA, RunSettings, Value
 from tb_trainhealth.findings import Fix
 
 FIT_ARGUMENTS = ("batch_size", "epochs", "steps_per_epoch", "initial_epoch")
-OPTIMIZER_ARGUMENTS = (
-    "learning_rate",
-    "momentum",
-    "nesterov",
-    "beta_1",
-    "beta_2",
-    "epsilon",
-    "rho",
-    "amsgrad",
-    "weight_decay",
-    "clipnorm",
-    "clipvalue",
-    "global_clipnorm",
-)
+# What an optimizer's constructor takes: the rate, its own settings, decay and clipping.
+OPTIMIZER_ARGUMENTS = {"learning_rate", "weight_decay", "clipnorm", "clipvalue", "global_clipnorm"} | OPTIMIZER_OWN
 
 
 def value(setting_value: Value) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.compare.baseline_pick import same_model
+from tb_trainhealth.compare.curves import compares_per_step
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
@@ -34,19 +35,12 @@ class Overlay:
 def overlay(run: RunSignals, baseline: RunSignals, parted_at_step: int | None) -> Overlay:
     """Both runs' training loss (per step where that compares, else per epoch) and validation
     curves, on one x; the parting step (on the run's axis) moved onto that x."""
-    if _per_step(run, baseline):
+    if compares_per_step(run, baseline):
         names = (sig.LOSS, *VALIDATION)
         return Overlay(run.axis, sig.LOSS, _curves(run, names), _curves(baseline, names), parted_at_step)
     names = (sig.EPOCH_LOSS, *VALIDATION)
     ours, theirs = _by_epoch(run, names), _by_epoch(baseline, names)
     return Overlay(sig.EPOCH_AXIS, sig.EPOCH_LOSS, ours, theirs, _epoch_of(run, parted_at_step))
-
-
-def _per_step(run: RunSignals, baseline: RunSignals) -> bool:
-    if run.axis != baseline.axis or run.get(sig.LOSS) is None or baseline.get(sig.LOSS) is None:
-        return False
-    ours, theirs = run.get(sig.EPOCH_LOSS), baseline.get(sig.EPOCH_LOSS)
-    return ours is None or theirs is None or int(ours.steps[0]) == int(theirs.steps[0])
 
 
 def _curves(signals: RunSignals, names: tuple[str, ...]) -> dict[str, Series]:
