@@ -27,7 +27,8 @@ LEADS = {
     "dead_relu": {"layer_grad_norm"},
 }
 GARBAGE_RUN = "garbage_only"  # its one event file is not an event file
-RUNS = 6 + len(EVENT_RUNS) + 2
+NAN_FROM_START_RUN = "poisoned_inputs"  # a NaN column in every batch: nothing finite from step 1
+RUNS = 6 + len(EVENT_RUNS) + 3
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -37,6 +38,20 @@ CHROMIUM_ARGS = [
 ]
 
 
+def nan_from_the_first_step(log_dir: str) -> None:
+    import keras
+    import numpy as np
+
+    from tb_trainhealth import HealthCallback
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).random((128, 8), dtype=np.float32)
+    x[:, 3] = np.nan
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, np.arange(128) % 3, batch_size=32, epochs=1, verbose=0, callbacks=[HealthCallback(log_dir)])
+
+
 @pytest.fixture(scope="module")
 def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("browser")
@@ -44,6 +59,7 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
         shutil.copytree(os.path.join(scenario_logdir, run), root / run)
     shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
     keras_only_nan_run(str(root / EPOCHS_RUN), update_freq="epoch")
+    nan_from_the_first_step(str(root / NAN_FROM_START_RUN))
     (root / GARBAGE_RUN).mkdir()
     (root / GARBAGE_RUN / "events.out.tfevents.1.host").write_bytes(b"this is not an event file\n" * 40)
     # A real OOM (capped address space, its own process), retried at smaller batches.
@@ -125,6 +141,17 @@ def test_a_run_with_only_epoch_data_says_epoch_everywhere(page):
     chart = card.locator("[data-testid=evidence-chart]")
     chart.locator("canvas").first.wait_for()
     assert chart.get_attribute("data-onset-step") == "3"
+
+
+def test_a_run_nan_from_its_first_step_says_so_instead_of_an_empty_chart(page):
+    """Issue 35, item 6: no bare "No finite values"; the step it starts at, and the NaN's origin."""
+    view = show_run(health_frame(page), NAN_FROM_START_RUN)
+    lead = view.locator("[data-testid=lead-chart]")
+    lead.locator(".th-chart-empty").first.wait_for()
+    empty = lead.locator(".th-chart-empty").first.inner_text()
+    assert "NaN/Inf from the first recorded step (step 1)" in empty, empty
+    card = view.locator("[data-testid=finding-card][data-code=nonfinite]")
+    assert "input batch holds NaN/Inf" in card.inner_text()
 
 
 def test_filter_narrows_the_run_list(page):

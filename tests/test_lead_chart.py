@@ -23,9 +23,15 @@ def test_a_nan_run_with_gradient_norms_leads_with_them_up_to_the_nan():
                      "code": "nonfinite"}  # fmt: skip
 
 
+def test_a_nan_finding_whose_gradient_norms_stay_finite_does_not_promise_a_nan_on_the_chart():
+    """Mixed precision's skipped steps (an info `nonfinite`) leave the recorded norms finite."""
+    chart = lead_chart(_run(grad_norm=np.array([1.0, 2.0, 1.5]), loss=np.ones(3)), [_nonfinite()])
+    assert chart is not None and chart["title"] == "Gradient norm (all layers)"
+
+
 def test_a_nan_run_without_gradient_data_leads_with_its_own_evidence_named_as_it_is():
     chart = lead_chart(_run(loss=np.array([1.0, np.nan, np.nan])), [_nonfinite()])
-    assert chart == {"title": "loss", "series": ["loss"], "code": "nonfinite"}
+    assert chart == {"title": "loss, up to the first NaN/Inf", "series": ["loss"], "code": "nonfinite"}
 
 
 def test_a_run_without_findings_or_gradients_shows_its_training_loss():

@@ -130,6 +130,16 @@ def test_nan_in_the_data_is_placed_in_the_batch_with_its_position(tmp_path):
     (finding,) = [f for f in findings if f.code == "nonfinite"]
     assert finding.step == 4 and "input batch holds NaN/Inf" in finding.title
     assert "np.isfinite(x_train)" in finding.fixes[0].code
+    # The data is the cause: no fix that changes the model or the optimizer (issue 35, item 7).
+    assert not any("learning rate" in fix.text or "logits" in fix.text for fix in finding.fixes)
+
+
+def test_the_logits_fix_is_not_offered_to_a_loss_that_already_takes_logits(tmp_path):
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), LogFeatures(name="log")])
+    y = (X[:, 0] > 0).astype("int32")
+    _, logits = fit(tmp_path / "logits", model, keras.losses.SparseCategoricalCrossentropy(from_logits=True), y=y)
+    (finding,) = [f for f in logits if f.code == "nonfinite"]
+    assert finding.fixes and not any("from_logits=True" in fix.code for fix in finding.fixes)
 
 
 @keras.saving.register_keras_serializable("tests")

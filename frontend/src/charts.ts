@@ -91,12 +91,23 @@ function logTickLabels(splits: number[]): string[] {
   });
 }
 
+/** Why nothing is drawn: a series NaN/Inf from its first recorded step says so, and where. */
+function emptyText(spec: PanelSpec, xs: number[], firstNonFinite: (number | null)[]): string {
+  const bad = firstNonFinite.filter((s): s is number => s !== null);
+  if (xs.length === 0 || bad.length === 0) return "No finite values in this series.";
+  const axis = spec.axis ?? "step";
+  return (
+    "NaN/Inf from the first recorded " + axis + " (" + axis + " " + fmtStep(Math.min(...bad)) + ") on: " +
+    "nothing finite to draw. The finding says where the first NaN/Inf came from."
+  );
+}
+
 /** Mounts one uPlot panel into `container` (already in the document). */
 export function mountPanel(container: HTMLElement, spec: PanelSpec): ChartHandle | null {
   const { xs, ys, firstNonFinite } = align(spec.lines);
   const hasValue = ys.some((y) => y.some((v) => v !== null && v !== undefined));
   if (xs.length === 0 || !hasValue) {
-    container.appendChild(h("div", { class: "th-chart-empty", text: "No finite values in this series." }));
+    container.appendChild(h("div", { class: "th-chart-empty", text: emptyText(spec, xs, firstNonFinite) }));
     return null;
   }
   const log = wantsLog(spec.lines);

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals
@@ -19,10 +21,7 @@ _MEMORY = ((sig.DEVICE_MEMORY_MB, "Memory in use (MB)"), (sig.HOST_MEMORY_MB, "H
 _INPUT = ((sig.INPUT_WAIT_MS, "Input wait vs step time (ms)"), (sig.STEP_TIME_MS, "Step time (ms)"))
 _GRADIENTS = ((sig.LAYER_GRAD_NORM, "Gradient norm per layer"), (sig.GRAD_NORM, "Gradient norm (all layers)"))
 LEADS: dict[str, tuple[tuple[str, str], ...]] = {
-    "nonfinite": (
-        (sig.LAYER_GRAD_NORM, "Gradient norm per layer, up to the first NaN/Inf"),
-        (sig.GRAD_NORM, "Gradient norm (all layers), up to the first NaN/Inf"),
-    ),
+    "nonfinite": _GRADIENTS,
     "exploding_gradients": _GRADIENTS,
     "vanishing_gradients": _GRADIENTS[:1],
     "input_bound": _INPUT,
@@ -56,6 +55,11 @@ def _titled(run: RunSignals, choices: tuple[tuple[str, str], ...]) -> tuple[str,
     return title, shown
 
 
+def _has_nonfinite(run: RunSignals, names: list[str]) -> bool:
+    found = (run.get(name) or run.layer_series.get(name) for name in names)
+    return any(series is not None and not np.isfinite(series.values).all() for series in found)
+
+
 def lead_chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | None:
     """{"title", "series", "code"} for the top chart, or None when the run has nothing to plot.
     The title names what is drawn: a run without gradient data never gets a gradient title."""
@@ -66,6 +70,8 @@ def lead_chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | Non
             shown = _present(run, worst.evidence.series)
             title = ", ".join(shown)
         if shown:
+            if worst.code == "nonfinite" and _has_nonfinite(run, shown):
+                title += ", up to the first NaN/Inf"  # only where a drawn line has one
             return {"title": title, "series": shown, "code": worst.code}
     for choices in DEFAULTS:
         title, shown = _titled(run, choices)

@@ -15,7 +15,7 @@ from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
-from tb_trainhealth.rules.run_setup import rate_blew_it_up
+from tb_trainhealth.rules.run_setup import rate_blew_it_up, setting
 from tb_trainhealth.signals import RunSignals, Series
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
@@ -326,7 +326,9 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             f"the first {onset - run.info.start_step} updates blew the loss up by orders of magnitude. " + detail
         )
         first = (LR_FIX_LOWER, CLIP_FIX)
-    if first:
+    if origin is not None and origin.where in ("input", "labels"):
+        fixes = (FIXES[1], FIXES[4])  # the data is the cause: the model's settings are not
+    elif first:
         fixes = first + tuple(f for f in FIXES if f not in first)
     elif first_layers and run.layers and first_layers[0] == run.layers[0].name:
         # The very first layer's gradients went bad first: its input (the data) is the usual suspect.
@@ -344,6 +346,13 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             evidence=Evidence(
                 _evidence_series(run), onset, None, origin_layer or (first_layers[0] if first_layers else None)
             ),
-            fixes=fixes,
+            fixes=_fits_the_run(run, fixes),
         )
     ]
+
+
+def _fits_the_run(run: RunSignals, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+    """Leaves out the logits fix on a run whose loss already takes logits (it would contradict the run)."""
+    if setting(run, "loss.from_logits") is True:
+        return tuple(fix for fix in fixes if fix is not FIXES[3])
+    return fixes
