@@ -6,9 +6,11 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from tensorboard_process import get_json, running_tensorboard, wait_for
+from test_bad_logdirs import cut_copy
 from test_step_axis import keras_only_nan_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -28,7 +30,8 @@ LEADS = {
 }
 GARBAGE_RUN = "garbage_only"  # its one event file is not an event file
 NAN_FROM_START_RUN = "poisoned_inputs"  # a NaN column in every batch: nothing finite from step 1
-RUNS = 6 + len(EVENT_RUNS) + 3
+CUT_COPY_RUN = "cut_copy"  # a finished run's file copied without its last bytes, long after the fit
+RUNS = 6 + len(EVENT_RUNS) + 4
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -60,6 +63,8 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
     shutil.copytree(os.path.join(scenario_logdir, "loss_plateau"), root / XSS_RUN)
     keras_only_nan_run(str(root / EPOCHS_RUN), update_freq="epoch")
     nan_from_the_first_step(str(root / NAN_FROM_START_RUN))
+    (finished,) = (root / "loss_plateau").iterdir()
+    cut_copy(finished, root / CUT_COPY_RUN, mtime=time.time() + 15 * 60)
     (root / GARBAGE_RUN).mkdir()
     (root / GARBAGE_RUN / "events.out.tfevents.1.host").write_bytes(b"this is not an event file\n" * 40)
     # A real OOM (capped address space, its own process), retried at smaller batches.
@@ -152,6 +157,17 @@ def test_a_run_nan_from_its_first_step_says_so_instead_of_an_empty_chart(page):
     assert "NaN/Inf from the first recorded step (step 1)" in empty, empty
     card = view.locator("[data-testid=finding-card][data-code=nonfinite]")
     assert "input batch holds NaN/Inf" in card.inner_text()
+
+
+def test_a_truncated_copy_says_so_as_a_note_not_as_an_error(page):
+    """Issue 35, item 12: the note `diagnose` prints is on the run's page too."""
+    frame = health_frame(page)
+    frame.locator(f"[data-testid=run-item][data-run={CUT_COPY_RUN}]").click()
+    view = frame.locator(f"[data-testid=run-view][data-run={CUT_COPY_RUN}]")
+    view.locator("[data-testid=run-notes]").wait_for()
+    assert "a truncated copy, not a live run" in view.locator("[data-testid=run-notes]").inner_text()
+    assert view.locator("[data-testid=run-errors]").count() == 0
+    assert "ended_abruptly" not in view.inner_text()
 
 
 def test_filter_narrows_the_run_list(page):

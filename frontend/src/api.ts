@@ -82,6 +82,8 @@ export interface RunFindings {
   lead: Lead | null;
   timeline: TimelineEntry[];
   errors: string[];
+  /** What a reader may want to know of the files, none of it an error (a truncated copy, a file still written). */
+  notes: string[];
 }
 
 export interface ScalarSeries {
@@ -250,6 +252,7 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
       return step === null ? [] : [{ step, kind: str(t["kind"]), text: str(t["text"]) }];
     }),
     errors: strs(o["errors"]),
+    notes: strs(o["notes"]),
   };
 }
 

@@ -129,6 +129,7 @@ export class RunView {
 
     const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
     if (errors.length > 0) view.appendChild(errorsNotice(errors));
+    if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
     if (!f.has_health_data && !summary?.unreadable) view.appendChild(noCallbackHint());
     if (!summary?.unreadable) view.appendChild(this.compare.element);
 
@@ -209,6 +210,13 @@ function errorsNotice(errors: string[]): HTMLElement {
   return h("div", { class: "th-notice th-notice-error", testid: "run-errors", attrs: { role: "status" } }, [
     h("strong", { text: errors.length === 1 ? "Problem reading this run: " : "Problems reading this run:" }),
     errors.length === 1 ? h("span", { text: errors[0] ?? "" }) : h("ul", {}, errors.map((e) => h("li", { text: e }))),
+  ]);
+}
+
+function notesNotice(notes: string[]): HTMLElement {
+  return h("div", { class: "th-notice", testid: "run-notes", attrs: { role: "note" } }, [
+    h("strong", { text: "Note on this run's files: " }),
+    notes.length === 1 ? h("span", { text: notes[0] ?? "" }) : h("ul", {}, notes.map((n) => h("li", { text: n }))),
   ]);
 }
 

@@ -295,8 +295,10 @@ def _unread_findings(run: str, problems: list[event_files.FileProblem]) -> dict[
 def _file_errors(messages: list[str], problems: list[event_files.FileProblem]) -> dict[str, Any]:
     """`errors`: every error in plain words (the unreadable files' too); `file_errors`: one
     {"file", "error", "kind"} per event file not read in full, kind one of event_files'
-    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE (a note: still being written)."""
+    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE / TRUNCATED_COPY (notes: the file
+    is not broken); `notes`: the notes in plain words, for the tab to show as such."""
     return {
         "errors": [*messages, *(p.text() for p in problems if p.is_error)],
+        "notes": [p.text() for p in problems if not p.is_error],
         "file_errors": [p.to_dict() for p in problems],
     }
