@@ -41,10 +41,30 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         for finding in findings
     ]
     findings = [fit_to_run(run, finding) for finding in findings]  # no fix for what the run already does
-    findings = one_learning_rate_direction(findings)
+    findings = one_learning_rate_direction(one_per_layer(findings))
     if run.axis == sig.EPOCH_AXIS:  # `step` always means a batch step
         findings = [dataclasses.replace(f, step=None, epoch=f.step) for f in findings]
     return sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code))
+
+
+def one_per_layer(findings: list[Finding]) -> list[Finding]:
+    """Two findings of one code that name the same layer (and check) are one finding: the more
+    severe (then earlier) one, with the other's title in its detail and its fixes after its own."""
+    kept: dict[tuple[str, str | None, str | None], Finding] = {}
+    out: list[Finding] = []
+    for finding in sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1)):
+        first = kept.get(finding.key) if finding.evidence.layer is not None else None
+        if first is None:
+            kept[finding.key] = finding
+            out.append(finding)
+            continue
+        merged = dataclasses.replace(
+            first,
+            detail=f"{first.detail} Also: {finding.title}.",
+            fixes=tuple(dict.fromkeys((*first.fixes, *finding.fixes))),
+        )
+        out[out.index(first)] = kept[finding.key] = merged
+    return out
 
 
 def training_died_at(run: RunSignals) -> int | None:

@@ -546,6 +546,28 @@ def test_a_higher_learning_rate_is_never_the_one_in_use_and_never_beside_a_lower
     assert kept[0] == plateau and kept[1].fixes == ()  # the more severe finding's direction stays
 
 
+def test_two_findings_of_one_code_naming_the_same_layer_are_one():
+    """Issue 36: "Two findings of one code that name the same layers are one finding"."""
+    from tb_trainhealth.engine import one_per_layer
+    from tb_trainhealth.findings import Evidence, Finding, Fix
+
+    def dead(layer, severity=Severity.WARNING, title="dead", fix="a"):
+        return Finding("dead_relu", severity, 5, title, "d.", Evidence((), layer=layer), (Fix(fix),))
+
+    merged = one_per_layer([dead("dense"), dead("dense", Severity.CRITICAL, "worse", "b"), dead("dense_1")])
+    assert [(f.severity, f.evidence.layer) for f in merged] == [
+        (Severity.CRITICAL, "dense"),
+        (Severity.WARNING, "dense_1"),
+    ]
+    assert (
+        merged[0].title == "worse"
+        and merged[0].detail == "d. Also: dead."
+        and [f.text for f in merged[0].fixes] == ["b", "a"]
+    )
+    unnamed = [dead(None, title="one"), dead(None, title="two")]  # no layer named: not the same problem
+    assert one_per_layer(unnamed) == unnamed
+
+
 def test_a_regression_that_cannot_fit_its_batch_is_never_told_to_use_a_classification_loss():
     from tb_trainhealth.contract.events import LintEvent, PreflightEvent
     from tb_trainhealth.contract.vocab import LintCheck, LossKind
