@@ -20,6 +20,7 @@ from tb_trainhealth.contract.events import (
     NanOriginEvent,
     NonfiniteEvent,
     OomEvent,
+    PartOffEvent,
     PipelineLintEvent,
     PreflightEvent,
     ResumedEvent,
@@ -73,6 +74,10 @@ EXAMPLES = [
     ),
     ComparisonEvent(400, "logs/good", "worse", "val_accuracy 0.3 is worse", {"code": "worse_than_baseline"}),
     ComparisonEvent(400, "logs/missing", "unknown", "the baseline is not a readable run"),
+    PartOffEvent(
+        7, "gradients", "AttributeError: 'Adam' object has no attribute '_trainable_variables'", True, "3.16.0"
+    ),
+    PartOffEvent(0, "nan origin", "the step is XLA-compiled (jit_compile=True)", error=False),
 ]
 
 

@@ -22,7 +22,13 @@ import tensorflow as tf
 from tb_trainhealth.callback import fit_context
 from tb_trainhealth.callback.baseline import compare_with_baseline
 from tb_trainhealth.callback.frameworks.keras_private import fit_data_adapter
-from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol, is_tf_keras, steps_per_execution
+from tb_trainhealth.callback.frameworks.tested_versions import newer_than_tested_note
+from tb_trainhealth.callback.frameworks.which_keras import (
+    TfKerasCallbackProtocol,
+    is_tf_keras,
+    keras_of,
+    steps_per_execution,
+)
 from tb_trainhealth.callback.lint.fit_checks import FitChecks
 from tb_trainhealth.callback.lint.pipeline_lint import describe_input
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
@@ -36,14 +42,16 @@ from tb_trainhealth.callback.record.row_recorder import RowRecorder
 from tb_trainhealth.callback.run_settings import run_settings
 from tb_trainhealth.callback.step.build_before_trace import build_before_first_step
 from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputProbe
+from tb_trainhealth.callback.step.memory import host_memory_unavailable
 from tb_trainhealth.callback.step.step_clock import StepClock
 from tb_trainhealth.callback.step.step_probe import StepProbe
 from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
 from tb_trainhealth.callback.watch import crash_guard
 from tb_trainhealth.callback.watch.stall_watchdog import watchdog_for
 from tb_trainhealth.contract import tags
-from tb_trainhealth.contract.events import OomEvent
+from tb_trainhealth.contract.events import OomEvent, PartOffEvent
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
+from tb_trainhealth.contract.vocab import Part
 from tb_trainhealth.findings import Finding, Severity
 
 logger = logging.getLogger(__name__)
@@ -118,7 +126,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self.measure_input = measure_input
         self.preflight = preflight
         self.baseline = None if baseline is None else str(baseline)
-        self.guard = ProbeGuard(on_disable=self._on_disable)
+        self.guard = ProbeGuard(on_disable=self._on_disable, on_off=self._record_part_off)
+        self._parts_off_early: list[PartOffEvent] = []  # went off before the event file was opened
         self.live = LiveDiagnosis(
             self.log_dir, diagnose_every, Severity.parse(stop_on) if stop_on else None, on_finding, verbose
         )
@@ -141,7 +150,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             recording=lambda: self._recording,
             step=lambda: self._step,
             log_dir=self.log_dir,
-            on_error=lambda err: self.guard.disable("watchdog", err),
+            on_error=lambda err: self.guard.disable(Part.WATCHDOG, err),
         )
 
     @property
@@ -159,7 +168,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     # -- Keras hooks ----------------------------------------------------------------
     def on_train_begin(self, logs=None):
-        self.guard.run("writer", self._start)
+        self.guard.run(Part.WRITER, self._start)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -208,10 +217,10 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             self._checks.measure_activations(self._step, self._epoch, final=True)
         self._record_fit_end()
         if self.baseline is not None:
-            self.guard.run("baseline", self._compare_with_baseline)
+            self.guard.run(Part.BASELINE, self._compare_with_baseline)
         self._finish()
 
-    @disable_on_error("fit_end")
+    @disable_on_error(Part.FIT_END)
     def _record_fit_end(self) -> None:
         """Epochs are counted as Keras does (`params["epochs"]` is the last epoch, initial_epoch included).
         Its own guard: a run without its end record would later read as `ended_abruptly`."""
@@ -234,8 +243,10 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         recording = self._recording_started()
         recording.open()  # the previous fit's file goes on if it ended just now
         steps_per_call = steps_per_execution(model)
-        self._clock = StepClock(steps_per_call, self.guard.enabled("memory"), lambda e: self.guard.disable("memory", e))
+        memory_on = self.guard.enabled(Part.MEMORY)
+        self._clock = StepClock(steps_per_call, memory_on, lambda e: self.guard.disable(Part.MEMORY, e))
         legacy = is_tf_keras(model)
+        self._say_what_cannot_run(model, legacy)
         timed_steps = steps_per_call if self.measure_input else 0  # (timed only at one step a call)
         self._input = TfKerasInputProbe(timed_steps, ring_capacity(1)) if legacy else InputProbe(timed_steps)
         # Steps continue across fits, even when a new optimizer (iterations back at 0) is compiled
@@ -247,18 +258,21 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         adapter = none_on_error(fit_data_adapter)
         build_before_first_step(model, adapter, self._input, legacy)
         self._install_probe(steps_per_call, TfKerasStepProbe if legacy else StepProbe)
+        if self._probe is not None and self._probe.nan_replay_ruled_out is not None:
+            self.guard.off(Part.NAN_ORIGIN, self._probe.nan_replay_ruled_out)
         self._wrap_step_functions()
         self._fit_callbacks = [c for c in none_on_error(fit_context.fit_callbacks) or [] if c is not self]
         recording.plain_scalars(*fit_context.plain_scalars_to_write(self._fit_callbacks, self.log_dir))
-        self.guard.run("watchdog", self._watch.start, self._base_step)  # before anything slow: lint, first batches
+        self.guard.run(Part.WATCHDOG, self._watch.start, self._base_step)  # before anything slow: lint, first batches
         recording.run_info(self._base_step, self._run_info(steps_per_call, adapter))
-        self.guard.run("settings", self._record_settings, recording, steps_per_call, adapter)
+        self.guard.run(Part.SETTINGS, self._record_settings, recording, steps_per_call, adapter)
         self._checks = FitChecks(model, self.guard, recording, self._base_step)
         self._checks.start(adapter, self._input)
         if self.preflight and legacy:
             notice_once(PREFLIGHT_KERAS_3_ONLY + " The other checks are on.")
+            self.guard.off(Part.PREFLIGHT, "preflight needs a Keras 3 model; this one is tf_keras (legacy Keras 2)")
         elif self.preflight:
-            self.guard.run("preflight", preflight_in_fit, model, adapter, recording, self._base_step)
+            self.guard.run(Part.PREFLIGHT, preflight_in_fit, model, adapter, recording, self._base_step)
         self._reads = ReadBack(self._clock, self._input, legacy)
         self.live.begin_fit()
         atexit.register(self._finish)
@@ -269,7 +283,12 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             chief = role is None or role.chief  # (`multi_worker`: the chief writes the run; others only a crash)
             log_dir = self.log_dir if chief else role.own_log_dir(self.log_dir)
             self._recording = Recording(log_dir, on_disk=chief)
+            for event in self._parts_off_early:
+                self._recording.event(event)
+            self._parts_off_early = []
             if role is not None:
+                if self.live.stop_on is not None:
+                    self.guard.off(Part.STOP_ON, "a multi-worker strategy: all workers must stop at the same step")
                 self.live.on_worker(chief)
             self._rows = RowRecorder(self._recording)
         return self._recording
@@ -292,22 +311,42 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             learning_rate=learning_rate,
             clips_gradients=clips,
             callbacks=fit_context.describe_callbacks(self._fit_callbacks),
-            watchdog=self.guard.enabled("watchdog"),
+            watchdog=self.guard.enabled(Part.WATCHDOG) and self._watch.armed,  # (never claimed when it failed)
             stall_after=self._watch.stall_after,
             replicas_per_worker=replicas_per_worker(model),
         )
+
+    def _say_what_cannot_run(self, model: Any, legacy: bool) -> None:
+        """Once per process, a Keras newer than any tested (what may stop working says so itself);
+        parts this platform rules out, recorded."""
+        version = str(getattr(keras_of(model), "__version__", ""))
+        note = newer_than_tested_note("tf_keras" if legacy else "keras", version)
+        if note is not None:
+            notice_once(note)
+        why = host_memory_unavailable()
+        if why is not None and self.guard.enabled(Part.MEMORY):
+            self.guard.off(Part.HOST_MEMORY, why)
+
+    def _record_part_off(self, part: str, reason: str, error: bool) -> None:
+        """A part went off (`ProbeGuard`): the run says so from this step on, from any thread."""
+        version = none_on_error(lambda: str(keras_of(self.model).__version__)) if self.model is not None else None
+        event = PartOffEvent(self._step, str(part), reason, error, version)
+        if self._recording is None:
+            self._parts_off_early.append(event)
+        else:
+            self._recording.event(event)
 
     def _record_settings(self, recording: Recording, steps_per_call: int, adapter: Any) -> None:
         """Every setting a comparison with another run needs (`run_settings`), once per fit."""
         settings = run_settings(self.model, self.params or {}, self._fit_callbacks, adapter, steps_per_call)
         recording.run_settings(self._base_step, settings)
 
-    @disable_on_error("gradients")
+    @disable_on_error(Part.GRADIENTS)
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
         self._probe = probe_class.attach(self.model, capacity=ring_capacity(steps_per_call))
         self._probe.weights.begin_fit(steps_per_call, TF_KERAS_TIMED_CALLS if is_tf_keras(self.model) else 0)
 
-    @disable_on_error("crashes")
+    @disable_on_error(Part.CRASHES)
     def _wrap_step_functions(self) -> None:
         crash_guard.wrap_step_functions(self.model, self._input.call, self.record_crash)
 
@@ -326,7 +365,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             recording.event(crash_guard.crash_event(error, self._step + 1, self._epoch, phase))
             self._finish()  # diagnose, write, flush, and give the model back its own step
         except Exception as err:  # recording must never mask the user's real exception
-            self.guard.disable("crashes", err)
+            self.guard.disable(Part.CRASHES, err)
 
     def record_oom(
         self, epoch: int, batch_size: int | None, next_batch_size: int | None, memory_mb: float | None
@@ -341,18 +380,18 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
 
     def _finish(self) -> None:
         atexit.unregister(self._finish)
-        self.guard.run("watchdog", self._watch.stop)  # (a stall under way ends here)
+        self.guard.run(Part.WATCHDOG, self._watch.stop)  # (a stall under way ends here)
         self._input.end_fit()
         if self._checks is not None:
             self._checks.finish()
         self._read_back_rows()
         self._diagnose(final=True)
-        self.guard.run("gradients", self._uninstall_probe)
+        self.guard.run(Part.GRADIENTS, self._uninstall_probe)
         if self.model is not None:
             crash_guard.unwrap_step_functions(self.model)
         self._close_when_idle()
 
-    @disable_on_error("writer")
+    @disable_on_error(Part.WRITER)
     def _close_when_idle(self) -> None:
         """The fit is over (or retried): wait for the background writes, flush, and close the file
         once idle (see `Recording`). A failed write (disk full) surfaces here."""
@@ -365,27 +404,27 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             probe.uninstall(keep)
 
     def _on_disable(self, probe: str) -> None:
-        if probe == "gradients" and self._probe is not None:
+        if probe == Part.GRADIENTS and self._probe is not None:
             try:
                 self._uninstall_probe(keep=False)  # a probe that failed is not kept for the next fit
             finally:
                 self._wrap_step_functions()  # uninstalling put Keras' own train function back
 
     # -- per step ---------------------------------------------------------------------
-    @disable_on_error("gradients")
+    @disable_on_error(Part.GRADIENTS)
     def _count_steps(self) -> None:
         """The current step, without reading the rows back (the next read-back writes them)."""
         if self._probe is not None:
             self._step = self._base_step + self._probe.ring.rows_written()
 
-    @disable_on_error("gradients")
+    @disable_on_error(Part.GRADIENTS)
     def _read_back_rows(self) -> None:
         step = self._reads.read(self._probe, self._rows, self._base_step, self._watch.add_step_times)
         if step is not None:
             self._step = step
 
     # -- per epoch ----------------------------------------------------------------------
-    @disable_on_error("epoch")
+    @disable_on_error(Part.EPOCH)
     def _record_epoch(self, epoch: int, logs: dict[str, Any]) -> None:
         values = fit_context.epoch_values(logs)
         if values and self._recording is not None:
@@ -394,25 +433,25 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     # -- online diagnosis ---------------------------------------------------------------
     def _diagnosis_due(self) -> bool:
         return self._recording is not None and bool(
-            self.guard.run("diagnosis", self.live.due, self._recording, self._step)
+            self.guard.run(Part.DIAGNOSIS, self.live.due, self._recording, self._step)
         )
 
     def _diagnose_if_due(self) -> None:
-        self.guard.run("watchdog", self._watch.catch_up)  # (not stalled: this thread is running)
-        if self._recording is not None and self.guard.run("diagnosis", self.live.maybe, self._recording, self._step):
+        self.guard.run(Part.WATCHDOG, self._watch.catch_up)  # (not stalled: this thread is running)
+        if self._recording is not None and self.guard.run(Part.DIAGNOSIS, self.live.maybe, self._recording, self._step):
             self.model.stop_training = True
         self._write_events()
 
     def _diagnose(self, final: bool) -> None:
         if self._recording is None:
             return
-        self.guard.run("watchdog", self._watch.catch_up)
-        stop = self.guard.run("diagnosis", self.live.now, self._recording, self._step, final)
+        self.guard.run(Part.WATCHDOG, self._watch.catch_up)
+        stop = self.guard.run(Part.DIAGNOSIS, self.live.now, self._recording, self._step, final)
         if stop and self.model is not None:
             self.model.stop_training = True
         self._write_events()
 
-    @disable_on_error("writer")
+    @disable_on_error(Part.WRITER)
     def _write_events(self) -> None:
         if self._recording is not None:
             self._recording.write_events(self._step)

@@ -30,6 +30,7 @@ class EventKind(Name):
     RESUMED = "resumed"
     WEIGHT_INIT = "weight_init"
     COMPARISON = "comparison"
+    PART_OFF = "part_off"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +289,19 @@ class ComparisonEvent(Event):
 
 
 @dataclasses.dataclass(frozen=True)
+class PartOffEvent(Event):
+    """A part of the callback (`vocab.Part`; a newer writer may name others) is off from `step`
+    for the rest of the fit: so a reader can tell "not measured" from "nothing happened"."""
+
+    kind: ClassVar[EventKind] = EventKind.PART_OFF
+
+    part: str
+    reason: str  # one line: the error ("AttributeError: ..."), or the setting that rules it out
+    error: bool = True  # an internal error (else a setting or platform it cannot run in)
+    keras_version: str | None = None  # the Keras that ran (an internal moved in it?)
+
+
+@dataclasses.dataclass(frozen=True)
 class PreflightEvent(Event):
     """What one preflight (`tb_trainhealth.preflight`) measured on a small batch, before any
     training step; the read-side rules (rules/preflight.py) judge it. None: not measured."""
@@ -349,6 +363,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PreflightEvent,
         WeightInitEvent,
         ComparisonEvent,
+        PartOffEvent,
     )
 }
 

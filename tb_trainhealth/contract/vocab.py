@@ -1,4 +1,4 @@
-"""Names both sides must spell the same: lint checks, pipeline checks, loss kinds.
+"""Names both sides must spell the same: lint checks, pipeline checks, loss kinds, the callback's parts.
 
 The write side sets them, the rules look them up: an enum here instead of a string
 literal typed on each side. Values are what is written to disk: never rename one.
@@ -55,6 +55,31 @@ class PipelineCheck(Name):
     SHUFFLE_AFTER_BATCH = "shuffle_after_batch"
     SMALL_SHUFFLE_BUFFER = "small_shuffle_buffer"
     PER_ELEMENT_MAP = "per_element_map"
+
+
+class Part(Name):
+    """The callback's parts, each turned off on its own (`part_off` events): by an internal
+    error (`ProbeGuard`), or because it cannot run in this setting (XLA, a platform)."""
+
+    WRITER = "writer"  # the event file
+    GRADIENTS = "gradients"  # the step probe: per-step loss, gradient and weight norms, NaN counts
+    NAN_ORIGIN = "nan origin"  # the first-NaN replay
+    MEMORY = "memory"  # host and device memory readings
+    HOST_MEMORY = "host memory"  # host RSS alone (a platform without /proc or `resource`)
+    EPOCH = "epoch"  # Keras' epoch logs
+    WATCHDOG = "watchdog"  # the stall watchdog
+    CRASHES = "crashes"  # the exception that ends training
+    FIT_END = "fit_end"  # how each fit ended
+    SETTINGS = "settings"  # the run's settings, for compare
+    LINT = "lint"  # the model's last layer and settings at train start
+    BATCH_LINT = "batch lint"  # the first batches' labels and inputs
+    WEIGHT_INIT = "weight init"  # kernel statistics at train start
+    PIPELINE_LINT = "pipeline lint"  # the tf.data pipeline
+    ACTIVATIONS = "activations"  # dead / saturated units
+    PREFLIGHT = "preflight"
+    DIAGNOSIS = "diagnosis"  # the live diagnosis (printing, on_finding, stop_on)
+    STOP_ON = "stop_on"
+    BASELINE = "baseline"  # the end-of-fit comparison with HealthCallback(baseline=...)
 
 
 class LossKind(Name):

@@ -22,11 +22,13 @@ from tb_trainhealth.contract.events import (
     FitEndEvent,
     Frame,
     OomEvent,
+    PartOffEvent,
     ResumedEvent,
     StallEvent,
     StallPhase,
     ThreadPlace,
 )
+from tb_trainhealth.contract.vocab import Part
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
@@ -285,10 +287,15 @@ def _ended(run: RunSignals) -> bool:
     return any(event.step > start or (event.step == start and last <= start) for event in ends)
 
 
+def _watchdog_went_off(run: RunSignals) -> bool:
+    """The last fit's watchdog failed after the run info said it was armed: no heartbeats since."""
+    return any(e.part == Part.WATCHDOG and e.step >= run.info.start_step for e in run.events_of(PartOffEvent))
+
+
 def silence_limit(run: RunSignals) -> float | None:
     """Seconds of silence after which the run counts as ended abruptly; None: it never does
     (not written by a HealthCallback with the watchdog, or its last fit ended)."""
-    if not run.has_health_data or not run.info.watchdog or _ended(run):
+    if not run.has_health_data or not run.info.watchdog or _watchdog_went_off(run) or _ended(run):
         return None
     return max(allowance_of(run), MIN_SILENCE_SECONDS)
 

@@ -22,6 +22,7 @@ from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.step.input_probe import InputProbe
 from tb_trainhealth.contract import payload
 from tb_trainhealth.contract.events import ActivationsEvent, Event, LayerActivations
+from tb_trainhealth.contract.vocab import Part
 
 
 class FitChecks:
@@ -40,7 +41,7 @@ class FitChecks:
         self._lint_model()
         self._record_weight_init()
         self._lint_pipeline(adapter)
-        self._batch_lint = self.guard.run("batch lint", BatchLint, self._model)
+        self._batch_lint = self.guard.run(Part.BATCH_LINT, BatchLint, self._model)
         if self._batch_lint is not None:
             input_probe.inspect = lambda batch: self._inspect_batch(batch, input_probe)
         try:  # (a model whose layers cannot be tapped, e.g. a subclassed one, just has no probe)
@@ -55,19 +56,19 @@ class FitChecks:
             if event not in self._recording.pending:
                 self._recording.event(event)
 
-    @disable_on_error("lint")
+    @disable_on_error(Part.LINT)
     def _lint_model(self) -> None:
         """Does the last layer fit the loss, are layer settings sane?"""
         self._record(lint_model(self._model) + lint_layers(self._model))
 
-    @disable_on_error("weight init")
+    @disable_on_error(Part.WEIGHT_INIT)
     def _record_weight_init(self) -> None:
         """Kernel statistics before the first step (symmetric or badly scaled initialisation)."""
         event = weight_init(self._model)
         if event is not None:
             self._record([event])
 
-    @disable_on_error("pipeline lint")
+    @disable_on_error(Part.PIPELINE_LINT)
     def _lint_pipeline(self, adapter: Any) -> None:
         """Is the user's tf.data pipeline built in a known-slow or wrong way?"""
         dataset = user_dataset(adapter) if adapter is not None else None
@@ -81,18 +82,18 @@ class FitChecks:
             self._record(lint.inspect(batch))
         except Exception as err:
             input_probe.inspect = None
-            self.guard.disable("batch lint", err)
+            self.guard.disable(Part.BATCH_LINT, err)
             return
         if lint.done:
             input_probe.inspect = None
 
-    @disable_on_error("batch lint")
+    @disable_on_error(Part.BATCH_LINT)
     def finish(self) -> None:
         """The label statistics of a fit shorter than the batches they sample."""
         if self._batch_lint is not None:
             self._record(self._batch_lint.finish())
 
-    @disable_on_error("activations")
+    @disable_on_error(Part.ACTIVATIONS)
     def measure_activations(self, step: int, epoch: int, final: bool = False) -> None:
         """Dead ReLU / saturated sigmoid-tanh shares on the first batches, at sampled epoch ends
         and when training ends (`final`: the state the last diagnosis judges)."""

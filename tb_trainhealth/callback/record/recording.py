@@ -184,8 +184,10 @@ class Recording:
                 self.memory.add_series(sig.OUR_SCALARS[tag], [step], [value])
 
     def event(self, event: Event) -> None:
-        """An event for the log (at the next `write_events`) and, as a reader will see it, for the engine."""
-        self.pending.append(event)
+        """An event for the log (at the next `write_events`) and, as a reader will see it, for the
+        engine; from any thread (a part the watchdog's thread turns off)."""
+        with self._events_lock:  # (not lost between writing `pending` and emptying it)
+            self.pending.append(event)
         self._add_to_memory(event)
 
     def _add_to_memory(self, event: Event) -> None:

@@ -1,19 +1,53 @@
-"""Cheap memory readings: host RSS from /proc (no psutil needed) and device memory from TensorFlow."""
+"""Cheap memory readings: host RSS from /proc (no psutil needed) and device memory from TensorFlow.
+
+Without /proc (macOS, Windows) host memory is the peak RSS from `resource.getrusage`, whose
+unit differs by platform: KiB on Linux, bytes on macOS. Windows has no `resource` module:
+there host memory is not read (`host_memory_unavailable` says why), and the rest runs.
+"""
 
 from __future__ import annotations
 
 import os
-import resource
+import sys
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None
+
+# The current RSS in pages (second field); Linux only.
+PROC_STATM = "/proc/self/statm"
 
 
 def host_rss_mb() -> float | None:
-    """Current resident set size of this process, in MiB (Linux /proc; peak RSS elsewhere)."""
+    """Resident set size of this process in MiB: the current one from /proc, else the peak
+    one from `resource`; None where neither exists (Windows)."""
+    current = _proc_rss_mb()
+    return current if current is not None else _peak_rss_mb()
+
+
+def host_memory_unavailable() -> str | None:
+    """Why host memory cannot be read on this platform, or None where it can."""
+    if os.path.exists(PROC_STATM) or resource is not None:
+        return None
+    return f"this platform ({sys.platform}) has neither {PROC_STATM} nor Python's resource module"
+
+
+def _proc_rss_mb() -> float | None:
     try:
-        with open("/proc/self/statm", "rb") as statm:
+        with open(PROC_STATM, "rb") as statm:
             pages = int(statm.read().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    except (OSError, ValueError, IndexError, AttributeError):  # (no os.sysconf on Windows)
+        return None
+
+
+def _peak_rss_mb() -> float | None:
+    """`ru_maxrss` in MiB: bytes on macOS, KiB on Linux and the BSDs."""
+    if resource is None:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
 def device_memory_mb() -> float | None:

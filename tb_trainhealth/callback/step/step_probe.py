@@ -173,6 +173,16 @@ class StepProbe:
         self._nan.rearm()
 
     @property
+    def nan_replay_ruled_out(self) -> str | None:
+        """Why this fit cannot replay its first NaN (the replay needs a host call inside the
+        step), or None where it can or was not asked for."""
+        if not self._localize_nan or self._nan.enabled:
+            return None
+        if self.model.jit_compile:
+            return "the step is XLA-compiled (jit_compile=True, the default on GPUs)"
+        return f"the step runs under a distribution strategy ({self.replicas} replicas)"
+
+    @property
     def uses_loss_scale(self) -> bool:
         return hasattr(self.optimizer, "inner_optimizer")
 

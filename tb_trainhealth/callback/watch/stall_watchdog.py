@@ -153,6 +153,12 @@ class StallWatchdog:
         finally:
             self._state.release()
 
+    @property
+    def armed(self) -> bool:
+        """The thread is watching now (started, not stopped, not failed): what the run info claims."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stop.is_set()
+
     # -- the watchdog's side -------------------------------------------------------------
     @property
     def step(self) -> int:
