@@ -14,11 +14,30 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from scenarios import SCENARIOS
+WIDTH = 25  # one column for the run names: the longest, plus one
+
+
+def quiet_tensorflow_start() -> None:
+    """Starts TensorFlow without its start-up lines (oneDNN, CUDA drivers): TensorFlow's C++ code
+    writes them to file descriptor 2 before any log level applies, so they go to /dev/null, the
+    one time. And the demo's deliberately broken runs make Keras warn (an input that runs out of
+    data, shuffle=True on a dataset): the demo diagnoses them itself, so Keras' UserWarnings go."""
+    warnings.filterwarnings("ignore", category=UserWarning, module="keras")
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow as tf
+
+        tf.constant(0.0) + 1  # sets up the devices: the CUDA probe's lines come here
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def preflight_only(run_dir: str) -> None:
@@ -71,27 +90,30 @@ def baseline_pair(logdir: str) -> tuple[str, str]:
 
 def main(argv: list[str]) -> int:
     logdir = argv[1] if len(argv) > 1 else "demo_logs"
+    quiet_tensorflow_start()
+    from scenarios import SCENARIOS  # (imports TensorFlow: after its start-up is quiet)
+
     for scenario in SCENARIOS:
         run_dir = os.path.join(logdir, scenario.name)
         shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run, not a second one appended
         started = time.perf_counter()
         scenario.train(run_dir)
-        print(f"{scenario.name:22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+        print(f"{scenario.name:{WIDTH}} {time.perf_counter() - started:5.1f}s -> {run_dir}")
     # Out of memory needs a capped address space: its own process (see tests/oom_training.py).
     started = time.perf_counter()
     run_dir = os.path.join(logdir, "oom_retry")
     shutil.rmtree(run_dir, ignore_errors=True)
     oom_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oom_training.py")
-    subprocess.run([sys.executable, oom_script, run_dir, "256"], check=True, capture_output=True)
-    print(f"{'oom_retry':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+    subprocess.run([sys.executable, oom_script, run_dir, "256"], check=True, capture_output=True)  # output kept back
+    print(f"{'oom_retry':{WIDTH}} {time.perf_counter() - started:5.1f}s -> {run_dir}")
     started = time.perf_counter()
     run_dir = os.path.join(logdir, "preflight_only")
     shutil.rmtree(run_dir, ignore_errors=True)
     preflight_only(run_dir)
-    print(f"{'preflight_only':22} {time.perf_counter() - started:5.1f}s -> {run_dir}")
+    print(f"{'preflight_only':{WIDTH}} {time.perf_counter() - started:5.1f}s -> {run_dir}")
     started = time.perf_counter()
     good, typo = baseline_pair(logdir)
-    print(f"{'last_good_run + typo':22} {time.perf_counter() - started:5.1f}s -> {good}, {typo}")
+    print(f"{'last_good_run + typo':{WIDTH}} {time.perf_counter() - started:5.1f}s -> {good}, {typo}")
     print(f"\nNow run:  tb-trainhealth diagnose {logdir}")
     print(f"     and:  tb-trainhealth compare {typo} {good}")
     return 0

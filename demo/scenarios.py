@@ -62,7 +62,7 @@ def _fit(model, x, y, log_dir, *, epochs, batch_size=32, validation_split=0.2, s
         epochs=epochs,
         batch_size=batch_size,
         validation_split=validation_split,
-        shuffle=shuffle,
+        shuffle=shuffle and not isinstance(x, tf.data.Dataset),  # a dataset shuffles itself (Keras warns)
         callbacks=callbacks,
         verbose=0,
         **kw,
