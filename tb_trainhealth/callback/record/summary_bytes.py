@@ -2,8 +2,8 @@
 
 A window of rows becomes one `Summary` per step (every value of that step in one event),
 handed to TensorFlow's summary writer as raw bytes (`WriteRawProtoSummary`): one op per row
-instead of a dozen summary ops and conditionals, which cost ~75 us a row on the writer
-thread, beside the training on the same cores. Each value is a constant head (its tag,
+instead of a dozen summary ops and conditionals per row, each run on the writer thread,
+beside the training on the same cores. Each value is a constant head (its tag,
 metadata, and the tensor's dtype and shape, laid out as protobuf serializes them) followed
 by the tensor's float32 bytes, the layout TensorFlow's own `WriteSummary` produces
 (`tensor_content`), so every TensorBoard reader reads them alike.
@@ -64,7 +64,8 @@ class Column:
 
     Only the first value of a tag in an event file needs its metadata: TensorBoard's loaders
     keep the first one they see per tag (TensorFlow 1's FileWriter stripped the others), and
-    leaving it out of the rest makes the file ~25% smaller and ~20% faster to load.
+    leaving it out of the rest makes the file smaller and faster to load (the metadata is
+    most of a scalar value's bytes).
     `first_head` (with metadata, None: the tag was written before) goes on the first row present."""
 
     tag: str
