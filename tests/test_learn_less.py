@@ -268,3 +268,51 @@ def test_a_batch_the_size_of_the_data_set_is_too_few_steps_and_its_twin_is_quiet
     broken = loud(_train(tmp_path, "broken", dropout=0.0, batch_size=600, epochs=12))
     assert broken and broken[0][0] == "undertrained" and "optimizer steps" in broken[0][1], broken
     assert loud(_train(tmp_path, "twin", dropout=0.0, batch_size=32, epochs=12)) == []
+
+
+# -- the data settings the label checks read (write side) ---------------------------------------------
+def _duplicated(rows: int, share: float, conflicting: bool):
+    """`rows` distinct samples of 4 classes, and a copy of `share` of them (another label if `conflicting`)."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(rows, 6)).astype("float32"), rng.integers(0, 4, rows).astype("int32")
+    copies = rng.choice(rows, int(rows * share), replace=False)
+    shifted = (y[copies] + rng.integers(1, 4, copies.size)) % 4 if conflicting else y[copies]
+    return np.concatenate([x, x[copies]]), np.concatenate([y, shifted.astype("int32")])
+
+
+def test_data_settings_record_validation_shares_and_conflicting_duplicates():
+    from tb_trainhealth.callback.data_settings import data_settings
+
+    x, y = _duplicated(1000, 0.4, conflicting=True)
+    val_y = np.array([0, 0, 0, 1, 2, 2, 2, 2], "int32")
+    found = data_settings(
+        {"x": x, "y": y, "val_x": x[:8], "val_y": val_y}, None, LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
+    )
+    assert found["validation_label_distribution"] == [0.375, 0.125, 0.5]
+    # 400 inputs twice, each with two labels: 800 of 1400 samples conflict, 400 can never be fitted.
+    assert found["duplicate_label_conflict"] == round(800 / 1400, 4)
+    assert found["duplicate_label_ceiling"] == round(1000 / 1400, 4)
+    assert found["distinct_input_share"] == round(1000 / 1400, 4)
+    agreeing = data_settings({"x": x, "y": _duplicated(1000, 0.4, conflicting=False)[1]}, None, None)
+    assert agreeing["duplicate_label_conflict"] == 0.0 and agreeing["duplicate_label_ceiling"] == 1.0
+    assert agreeing["distinct_input_share"] == round(1000 / 1400, 4)
+    targets = data_settings({"x": x, "y": y.astype("float32")}, None, LossKind.MEAN_SQUARED_ERROR)
+    assert "duplicate_label_conflict" not in targets and "validation_label_distribution" not in targets
+
+
+def test_duplicates_are_judged_on_every_feature_and_left_out_above_the_size_limit(monkeypatch):
+    from tb_trainhealth.callback import data_settings
+
+    x, y = _duplicated(300, 0.5, conflicting=True)
+    one_hot = np.eye(4, dtype="float32")[y]
+    same_on_the_grid = x.copy()
+    same_on_the_grid[:, ::2] = 1.0  # all rows alike on the features the pass reads...
+    monkeypatch.setattr(data_settings, "MAX_FINGERPRINT_VALUES", 1800)  # ...every 2nd of 450 x 6 (labels: all)
+    assert data_settings.feature_stride(450, 6) == 2 and data_settings.feature_stride(450, 4) == 1
+    loss = LossKind.CATEGORICAL_CROSSENTROPY
+    found = data_settings.array_statistics([same_on_the_grid], [one_hot], True)
+    assert found["duplicate_label_conflict"] == round(300 / 450, 4)  # the real copies only: rows differ elsewhere
+    alike = np.ones_like(x)  # alike on every feature: one input, four labels
+    assert data_settings.array_statistics([alike], [one_hot], True)["duplicate_label_conflict"] == 1.0
+    monkeypatch.setattr(data_settings, "MAX_DUPLICATE_ROWS", 400)
+    assert "duplicate_label_conflict" not in data_settings.data_settings({"x": x, "y": one_hot}, None, loss)

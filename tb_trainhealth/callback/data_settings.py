@@ -24,6 +24,19 @@ on 2 busy CPU cores against ~60 ms for all of it: `bench/run_settings_cost.py`).
 over rows: that would not be order-free, a shuffled copy puts other samples on the strided
 rows. The input mean and std come from the same columns there: an estimate, the same one for
 the same data (exact below the limit).
+
+Validation labels (`validation_label_distribution`, the format of `label_distribution`) from
+fit's `val_y` where it is an in-memory array (validation_data or validation_split).
+
+Duplicates, for class labels only (`distinct_input_share`, `duplicate_label_conflict`,
+`duplicate_label_ceiling`): the pass's projections `p_i` (rounded, `projection_key`) are sorted
+to find candidate rows, those whose key repeats; only the candidates' rows are then read again
+and projected on a second direction (every feature, or beyond MAX_FINGERPRINT_VALUES values
+every k-th on another grid than the pass's), so rows that differ in features the pass skipped
+are not called duplicates. Rows count as one when both keys agree: equal to ~1e-9 relative,
+two random directions apart. Data without duplicates pays one sort of n keys (~4 ms for
+60,000 on 2 busy cores); data with many reads its duplicated rows once more. Above
+MAX_DUPLICATE_ROWS samples the duplicate settings are left out.
 """
 
 from __future__ import annotations
@@ -46,16 +59,25 @@ MAX_FINGERPRINT_VALUES = 1 << 22
 # Label distributions of more classes than this are left out (the contract caps lists at 1000).
 MAX_CLASSES = 1000
 SHARE_DECIMALS = 4
+# Above this many samples the duplicate settings are left out: sorting their hashes costs ~4 ms per
+# 60,000 samples on 2 busy cores (bench/run_settings_cost.py), ~80 ms at this size.
+MAX_DUPLICATE_ROWS = 1 << 20
+# Significant bits of a row's projection kept in its duplicate key (of float64's 52).
+KEY_BITS = 32
+# Odd 64-bit multiplier (2^64 / golden ratio) that joins a row's two projection keys into one.
+KEY_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def data_settings(fit_data: dict[str, Any], adapter: Any, loss_kind: LossKind | None) -> dict[str, Any]:
     """`train_samples`, `validation_samples`, `input_shape`, `input_dtype`, `input_mean`,
-    `input_std`, `label_distribution`, `train_inputs`, `train_labels`, where known."""
+    `input_std`, `label_distribution`, `validation_label_distribution`, `train_inputs`,
+    `train_labels`, and for class labels the duplicate settings, where known."""
     out: dict[str, Any] = {}
     inputs, labels = host_arrays(fit_data.get("x")), host_arrays(fit_data.get("y"))
     if inputs is not None:
+        paired = labels if labels is not None and same_rows(inputs, labels) else None
         out.update(describe_arrays(inputs))
-        out.update(array_statistics(inputs, labels if labels is not None and same_rows(inputs, labels) else None))
+        out.update(array_statistics(inputs, paired, class_labels(paired, loss_kind)))
     else:
         out.update(streamed_data(adapter))
     if labels is not None:
@@ -63,6 +85,7 @@ def data_settings(fit_data: dict[str, Any], adapter: Any, loss_kind: LossKind | 
     validation = host_arrays(fit_data.get("val_x"))
     if validation is not None:
         out["validation_samples"] = int(validation[0].shape[0])
+    out.update(validation_labels(host_arrays(fit_data.get("val_y")), loss_kind))
     return out
 
 
@@ -109,14 +132,19 @@ def _numeric(arrays: list[np.ndarray]) -> bool:
     return all(np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_ for a in arrays)
 
 
-def array_statistics(inputs: list[np.ndarray], labels: list[np.ndarray] | None) -> dict[str, Any]:
-    """Input mean / std and the fingerprints, in one chunked float64 pass (see the module doc)."""
+def array_statistics(
+    inputs: list[np.ndarray], labels: list[np.ndarray] | None, duplicates: bool = False
+) -> dict[str, Any]:
+    """Input mean / std and the fingerprints, in one chunked float64 pass (see the module doc);
+    with `duplicates` (class labels), the duplicate settings from the same pass's projections."""
     if not _numeric(inputs) or inputs[0].shape[0] == 0:
         return {}
     labels = labels if labels is not None and _numeric(labels) else None
     rows = inputs[0].shape[0]
     stride = feature_stride(rows, sum(_features(a) for a in inputs))
     label_stride = feature_stride(rows, sum(_features(a) for a in labels)) if labels is not None else 1
+    keyed = duplicates and labels is not None and label_stride == 1 and rows <= MAX_DUPLICATE_ROWS
+    keys: list[np.ndarray] = []
     moments = np.zeros(3)  # count, sum, sum of squares
     input_print, label_print = 0.0, 0.0
     direction: np.ndarray | None = None
@@ -126,17 +154,25 @@ def array_statistics(inputs: list[np.ndarray], labels: list[np.ndarray] | None) 
         if direction is None:
             direction = _direction(block.shape[1], FINGERPRINT_SEED)
         moments += (block.size, block.sum(), np.einsum("ij,ij->", block, block))
-        shifted = (block @ direction + 1.0) ** 2
+        projected = block @ direction
+        shifted = (projected + 1.0) ** 2
         input_print += float(shifted.sum())
         if labels is not None:
             label_block = _block(labels, start, stop, label_stride)
             if label_direction is None:
                 label_direction = _direction(label_block.shape[1], FINGERPRINT_SEED + 1, scale=1.0)
-            label_print += float(((1.0 + shifted) * (2.0 + np.sin(label_block @ label_direction))).sum())
+            label_projected = label_block @ label_direction
+            label_print += float(((1.0 + shifted) * (2.0 + np.sin(label_projected))).sum())
+            if keyed:
+                keys.append(np.stack([projection_key(projected), projection_key(label_projected)]))
     out = _moments(moments) | {"train_inputs": input_print / rows}
     if labels is not None:
         out["train_labels"] = label_print / rows
-    return {key: value for key, value in out.items() if math.isfinite(value)}
+    out = {key: value for key, value in out.items() if math.isfinite(value)}
+    if keyed:
+        both = np.concatenate(keys, axis=1)
+        out.update(duplicate_settings(both[0], both[1], inputs))
+    return out
 
 
 def feature_stride(rows: int, features: int) -> int:
@@ -176,7 +212,93 @@ def _moments(moments: np.ndarray) -> dict[str, float]:
     return {"input_mean": float(mean), "input_std": float(math.sqrt(max(squares / count - mean * mean, 0.0)))}
 
 
+# -- duplicates ---------------------------------------------------------------------------------
+
+
+def projection_key(projected: np.ndarray) -> np.ndarray:
+    """A sortable key from each row's fingerprint projection, its float64 bits rounded to
+    KEY_BITS significant bits: BLAS gives equal rows projections a few ulps apart now and then
+    (measured: 5 of 80,000 repeated 784-feature rows), never 2^-KEY_BITS apart."""
+    bits = (projected + 0.0).view(np.uint64)  # (+ 0.0: -0.0 becomes 0.0)
+    dropped = np.uint64(52 - KEY_BITS)
+    return ((bits + (np.uint64(1) << (dropped - np.uint64(1)))) >> dropped).astype(np.uint64)
+
+
+def duplicate_settings(keys: np.ndarray, label_keys: np.ndarray, inputs: list[np.ndarray]) -> dict[str, Any]:
+    """`distinct_input_share` (distinct input rows / samples), `duplicate_label_conflict` (share of
+    samples whose input row also occurs with another label) and `duplicate_label_ceiling` (the
+    highest training accuracy those labels allow: each input row's most frequent label right).
+    `keys` only find candidates; a second projection of the candidates' rows decides."""
+    rows = len(keys)
+    candidates = repeated(keys)
+    both = keys[candidates] * KEY_MIX + candidate_keys(inputs, candidates) if candidates.size else keys[:0]
+    distinct, conflicting, unfittable = label_groups(both, label_keys[candidates])
+    return {
+        "distinct_input_share": round((rows - candidates.size + distinct) / rows, SHARE_DECIMALS),
+        "duplicate_label_conflict": round(conflicting / rows, SHARE_DECIMALS),
+        "duplicate_label_ceiling": round(1.0 - unfittable / rows, SHARE_DECIMALS),
+    }
+
+
+def candidate_keys(inputs: list[np.ndarray], candidates: np.ndarray) -> np.ndarray:
+    """The candidates' rows projected on another direction (`projection_key`), chunk by chunk:
+    every feature, or above MAX_FINGERPRINT_VALUES values every k-th one of each array from
+    k // 2 on, another grid than the pass read (two rows must agree on both to count as one)."""
+    stride = feature_stride(candidates.size, sum(_features(a) for a in inputs))
+    flat = [a.reshape(a.shape[0], -1) for a in inputs]
+    direction: np.ndarray | None = None
+    keys = []
+    for start, stop in _chunks(candidates.size, inputs, stride):
+        rows = candidates[start:stop]
+        parts = [f[rows][:, stride // 2 :: stride] for f in flat]  # whole rows (one copy each), then the grid
+        block = (parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)).astype(np.float64)
+        if direction is None:
+            direction = _direction(block.shape[1], FINGERPRINT_SEED + 2)
+        keys.append(projection_key(block @ direction))
+    return np.concatenate(keys)
+
+
+def repeated(keys: np.ndarray) -> np.ndarray:
+    """Positions (ascending) of the keys that occur more than once."""
+    ordered = np.sort(keys)  # (a plain sort first: ~1.5x faster than argsort, and usually all it takes)
+    if not (ordered[1:] == ordered[:-1]).any():
+        return np.zeros(0, np.int64)
+    order = np.argsort(keys, kind="stable")
+    same = ordered[1:] == ordered[:-1]
+    return np.sort(order[np.r_[same, False] | np.r_[False, same]])
+
+
+def label_groups(keys: np.ndarray, label_keys: np.ndarray) -> tuple[int, int, int]:
+    """For samples grouped by input key: (groups, samples in groups with more than one label,
+    samples no model can fit: each group's size minus its most frequent label's count)."""
+    if keys.size == 0:
+        return 0, 0, 0
+    order = np.lexsort((label_keys, keys))
+    key, label = keys[order], label_keys[order]
+    new_group = np.r_[True, key[1:] != key[:-1]]
+    new_pair = new_group | np.r_[True, label[1:] != label[:-1]]
+    group = np.cumsum(new_group) - 1
+    labels_per_group = np.bincount(group[new_pair])
+    pair_sizes = np.bincount(np.cumsum(new_pair) - 1)
+    most = np.zeros(group[-1] + 1, np.int64)
+    np.maximum.at(most, group[new_pair], pair_sizes)
+    conflicting = int((labels_per_group[group] > 1).sum())
+    return int(group[-1] + 1), conflicting, int(keys.size - most.sum())
+
+
 # -- labels -----------------------------------------------------------------------------------
+
+
+def class_labels(labels: list[np.ndarray] | None, loss_kind: LossKind | None) -> bool:
+    """Whether `labels` are one array of class labels (ids, one-hot rows or 0/1), not regression targets."""
+    if labels is None or len(labels) != 1 or not _numeric(labels) or labels[0].size == 0:
+        return False
+    return not _regression(labels[0], loss_kind)
+
+
+def _regression(values: np.ndarray, loss_kind: LossKind | None) -> bool:
+    integer = np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_
+    return loss_kind in REGRESSION_LOSSES or (loss_kind is None and not integer)
 
 
 def label_distribution(labels: list[np.ndarray], loss_kind: LossKind | None) -> dict[str, Any]:
@@ -184,10 +306,16 @@ def label_distribution(labels: list[np.ndarray], loss_kind: LossKind | None) -> 
     if len(labels) != 1 or not _numeric(labels) or labels[0].size == 0:
         return {}
     values = labels[0].astype(np.int8) if labels[0].dtype == np.bool_ else labels[0]
-    if loss_kind in REGRESSION_LOSSES or (loss_kind is None and not np.issubdtype(values.dtype, np.integer)):
+    if _regression(values, loss_kind):
         return _mean_std(values)
     shares = _class_shares(values, loss_kind)
     return {"label_distribution": shares} if shares is not None else {}
+
+
+def validation_labels(labels: list[np.ndarray] | None, loss_kind: LossKind | None) -> dict[str, Any]:
+    """`validation_label_distribution`: the validation labels as `label_distribution` has the training ones."""
+    found = label_distribution(labels, loss_kind) if labels is not None else {}
+    return {"validation_label_distribution": found["label_distribution"]} if found else {}
 
 
 def _mean_std(values: np.ndarray) -> dict[str, Any]:

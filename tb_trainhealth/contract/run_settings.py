@@ -30,8 +30,12 @@ can say "dense_1.activation: relu -> linear" without knowing every setting in ad
   joined by ", ");
 - data: `train_samples`, `validation_samples`, `input_shape` (per sample, as a string),
   `input_dtype`, `input_mean`, `input_std`, `label_distribution` (class shares, or the
-  targets' [mean, std]), `train_inputs` and `train_labels` (order-free fingerprints: the
-  same data set in any order gives the same numbers, a changed one does not);
+  targets' [mean, std]), `validation_label_distribution` (the same, of the validation labels),
+  `train_inputs` and `train_labels` (order-free fingerprints: the same data set in any order
+  gives the same numbers, a changed one does not); for class labels `distinct_input_share`
+  (distinct input rows / samples), `duplicate_label_conflict` (share of samples whose exact
+  input row also occurs with another label) and `duplicate_label_ceiling` (the highest
+  training accuracy those labels allow);
 - where it ran: `tensorflow_version`, `keras_version`, `python_version`, `device`.
 
 A setting the writer could not read is absent, never guessed. Read-side safe: no TensorFlow.
@@ -55,8 +59,12 @@ DATA = (
     "input_mean",
     "input_std",
     "label_distribution",
+    "validation_label_distribution",
     "train_inputs",
     "train_labels",
+    "distinct_input_share",
+    "duplicate_label_conflict",
+    "duplicate_label_ceiling",
 )
 
 Value = Any  # str | int | float | bool | None | list[float]

@@ -26,9 +26,9 @@ FIT_FRAME_DEPTH = 12
 # fit's local holding its CallbackList (both Keras). A name, not a function: one frame fewer
 # between `fit_local` and the callback hook asking.
 FIT_CALLBACKS = "callbacks"
-# fit's locals (both Keras) that describe its data: the training arrays, the validation inputs,
-# and two of its arguments that no callback is given.
-FIT_DATA = ("x", "y", "val_x", "initial_epoch", "shuffle")
+# fit's locals (both Keras) that describe its data: the training arrays, the validation inputs
+# and labels, and two of its arguments that no callback is given.
+FIT_DATA = ("x", "y", "val_x", "val_y", "initial_epoch", "shuffle")
 # The optimizer method that all-reduces one replica's gradients: Keras 3 (TF backend), tf_keras'
 # `Optimizer`, tf_keras' legacy `OptimizerV2`.
 KERAS_3_ALL_REDUCE = "_all_reduce_sum_gradients"
@@ -62,7 +62,7 @@ def fit_data_adapter() -> Any | None:
 
 def fit_data() -> dict[str, Any]:
     """fit's locals `FIT_DATA` (both Keras: `x` and `y` are the training part once a
-    validation_split took its share, `val_x` exists only with validation data), read from the
+    validation_split took its share, `val_x` and `val_y` exist only with validation data), read from the
     nearest `fit` frame holding `FIT_CALLBACKS`; {} when none is found, a name it lacks absent."""
     frame = inspect.currentframe()
     try:
