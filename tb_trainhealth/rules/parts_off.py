@@ -8,7 +8,7 @@ as a run whose gradients were fine: the finding names what is missing and what i
 
 from __future__ import annotations
 
-from tb_trainhealth.contract.events import PartOffEvent
+from tb_trainhealth.contract.events import Event, NonfiniteEvent, PartOffEvent
 from tb_trainhealth.contract.vocab import Part
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
@@ -96,17 +96,28 @@ _SETTING_FIXES = {
 }
 
 
+# Parts a setting rules out by design (documented: the first-NaN replay under XLA or a strategy)
+# are named only where the run needed them: every healthy run on a GPU (XLA by default) would
+# otherwise carry the same note. An internal error is always named.
+_NEEDED_ONLY_WITH: dict[str, type[Event]] = {Part.NAN_ORIGIN: NonfiniteEvent}
+
+
 def lost_with(part: str) -> tuple[str, str]:
     """(what the run lacks, what that costs) without `part`; a part named by a newer writer too."""
     return _LOST.get(part, (f"the {part} part is off", "the diagnoses that need it are unavailable"))
 
 
 def check_part_not_recorded(run: RunSignals) -> list[Finding]:
-    """One info finding per part that was off, at the first step it was."""
+    """One info finding per part that was off (at the first step it was) where it cost the run something."""
     first: dict[str, PartOffEvent] = {}
     for event in run.events_of(PartOffEvent):
         first.setdefault(event.part, event)
-    return [_finding(event) for event in first.values()]
+    return [_finding(event) for event in first.values() if _cost_something(run, event)]
+
+
+def _cost_something(run: RunSignals, event: PartOffEvent) -> bool:
+    needed_with = _NEEDED_ONLY_WITH.get(event.part)
+    return event.error or needed_with is None or bool(run.events_of(needed_with))
 
 
 def _finding(event: PartOffEvent) -> Finding:
