@@ -5,12 +5,13 @@ run lacks. Real tiny trainings where a part is forced off; their untouched twins
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import keras
 import numpy as np
 import pytest
-from conftest import read_logdir
+from conftest import ROOT, read_logdir, run_python
 
 from tb_trainhealth import HealthCallback, engine
 from tb_trainhealth.callback import probe_guard
@@ -174,6 +175,18 @@ def test_xla_rules_out_the_nan_replay_which_a_run_names_only_when_a_nan_needed_i
     finding = parts_off(findings)["nan origin"]
     assert finding.severity == Severity.INFO and "the step is XLA-compiled (jit_compile=True" in finding.detail
     assert "jit_compile=False" in finding.fixes[0].code and "Keras" not in finding.detail
+
+
+def test_preflight_asked_for_on_tf_keras_is_recorded_as_off_and_named(tmp_path):
+    """tf_keras (legacy Keras 2) in its own process: the preflight the user asked for cannot run."""
+    proc = run_python(os.path.join(ROOT, "tests", "tf_keras_training.py"), str(tmp_path / "run"), "clean")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = read_logdir(str(tmp_path))["run"]
+    (event,) = run.events_of(PartOffEvent)
+    assert (event.part, event.error) == ("preflight", False)
+    finding = parts_off(engine.diagnose(run))["preflight"]
+    assert "this one is tf_keras" in finding.detail and "Keras 3" in finding.fixes[0].text
+    assert run.info.watchdog is True
 
 
 def test_each_part_is_told_once_with_its_reason_on_one_line():
