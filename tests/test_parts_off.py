@@ -93,6 +93,18 @@ def test_a_part_turned_off_by_a_moved_internal_is_named_with_its_reason_and_what
     assert finding.fixes and "pip install -U tb-trainhealth" in finding.fixes[0].code
 
 
+def test_a_probe_that_fails_while_the_step_is_traced_is_recorded_as_off(tmp_path, monkeypatch, capsys):
+    """The traced step runs Keras' own update without the probe: the run says the norms are missing."""
+    monkeypatch.setattr(StepProbe, "_gradient_stats", lambda self, *args: raise_moved())
+    train(tmp_path / "r")
+    run = read_logdir(str(tmp_path))["r"]
+    (event,) = run.events_of(PartOffEvent)
+    assert (event.part, event.reason, event.error) == ("gradients", f"AttributeError: {MOVED}", True)
+    assert run.get(sig.GRAD_NORM) is None and len(run.get(sig.EPOCH_LOSS)) == 2
+    assert "gradients" in parts_off(engine.diagnose(run))
+    assert capsys.readouterr().err.count("gradients probe disabled") == 1
+
+
 def test_a_healthy_run_has_every_part_on_and_its_watchdog_armed(tmp_path):
     health = train(tmp_path / "healthy")
     run = read_logdir(str(tmp_path))["healthy"]

@@ -422,6 +422,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         step = self._reads.read(self._probe, self._rows, self._base_step, self._watch.add_step_times)
         if step is not None:
             self._step = step
+        if self._probe is not None and self._probe.trace_error is not None:
+            raise self._probe.trace_error  # a (re)trace of the step lost its probe: off, and said
 
     # -- per epoch ----------------------------------------------------------------------
     @disable_on_error(Part.EPOCH)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,8 @@ class StepProbe:
         self.weights = WeightNorms(self.layout, model)  # sampled from the host, between steps
         self.loss_captured = False
         self._loss = None
+        # The error that left the traced step without its probe (Keras' own update still runs).
+        self.trace_error: BaseException | None = None
         # Replaying a batch needs a host callback inside the step: not under XLA or a strategy.
         replayable = localize_nan and not model.jit_compile and self.replicas == 1
         self._nan = NanReplay(model, self.ring.count, enabled=replayable, check_batch=not self.uses_loss_scale)
@@ -282,13 +285,13 @@ class StepProbe:
             gradients = self._gradient_stats(grads, variables, scale)
             waiting = self._nan.hold(self._loss, grads)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
             return original_apply(grads, trainable_variables)
         result = original_apply(waiting, trainable_variables)
         try:
             self._record(gradients, scale=scale)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
         return result
 
     def _apply_replicated(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
@@ -301,7 +304,7 @@ class StepProbe:
             self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
             recording = self._writes_row(replica)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
             return original_apply(grads, trainable_variables)
         result = original_apply(grads, trainable_variables)
         reduced, shared = self._reduced.pop(replica, (None, None))
@@ -314,8 +317,15 @@ class StepProbe:
                 loss = shared[0] if self._loss is not None else None
             self._record(reduced, loss, mask, scale)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
         return result
+
+    def _trace_failed(self) -> None:
+        """In an `except` while tracing: the step runs on without the probe; the error is kept for
+        the callback, which turns the gradients part off and says so (`trace_error`)."""
+        _probe_failed()
+        if self.trace_error is None:
+            self.trace_error = sys.exc_info()[1]
 
     def _writes_row(self, replica: int) -> bool:
         """Whether this replica writes the step's row (the all-reduced values are the same on all)."""
@@ -335,7 +345,7 @@ class StepProbe:
             layers = [self._layer_of_backend_variable.get(id(variable)) for _, variable in reduced]
             self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, None), shared)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
         return reduced
 
     def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor | None) -> GradientStats:

@@ -28,7 +28,7 @@ import tensorflow as tf
 from tb_trainhealth.callback.frameworks import keras_private, tf_private
 from tb_trainhealth.callback.frameworks.which_keras import variable_path
 from tb_trainhealth.callback.step.build_before_trace import build_tf_keras_optimizer
-from tb_trainhealth.callback.step.step_probe import GradientStats, StepProbe, _probe_failed, _replica_id
+from tb_trainhealth.callback.step.step_probe import GradientStats, StepProbe, _replica_id
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class TfKerasStepProbe(StepProbe):
             layers = [self.layout.var_to_layer.get(variable_path(variable)) for _, variable in reduced]
             self._reduced[replica] = (self._stats([grad for grad, _ in reduced], layers, None), shared)
         except Exception:
-            _probe_failed()
+            self._trace_failed()
         return reduced
 
     def _gradient_stats(self, grads: list, variables: list, scale: tf.Tensor | None) -> GradientStats:
