@@ -53,6 +53,11 @@ def scenario_findings(scenario_logdir) -> dict[str, list[Finding]]:
 LOAD_DEPENDENT = frozenset({"input_bound"})
 
 
+def loud(findings: list[Finding]) -> dict[str, Finding]:
+    """A run's warning and critical findings by code, load-dependent codes aside (see above)."""
+    return {f.code: f for f in findings if f.severity >= Severity.WARNING and f.code not in LOAD_DEPENDENT}
+
+
 def alarms(findings: list[Finding]) -> list[str]:
     """A healthy run's warning and critical findings ("code: title"), load-dependent codes aside."""
     return [f"{f.code}: {f.title}" for f in findings if f.severity >= Severity.WARNING and f.code not in LOAD_DEPENDENT]

@@ -9,10 +9,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import alarms, diagnose_logdir
+from conftest import alarms, diagnose_logdir, loud
 
 from tb_trainhealth import HealthCallback
-from tb_trainhealth.findings import Severity
 
 rng = np.random.default_rng(0)
 N, FEATURES, CLASSES = 960, 8, 3
@@ -45,10 +44,6 @@ def train(tmp_path, model, loss, x, y, *, epochs=4, lr=3e-3, callbacks=(), **fit
     except (ValueError, tf.errors.InvalidArgumentError):
         pass  # the mistake crashed training: recorded by the callback, the finding is what we test
     return diagnose_logdir(str(tmp_path))["run"]
-
-
-def loud(findings) -> dict[str, object]:
-    return {f.code: f for f in findings if f.severity >= Severity.WARNING}
 
 
 def sparse(from_logits=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
-from conftest import diagnose_logdir
+from conftest import diagnose_logdir, loud
 from scenarios import WRONG_CAUSE_SCENARIOS
 
 import tb_trainhealth
@@ -34,10 +34,6 @@ WRONG_CAUSES = {
     "unscaled_targets": {"loss_plateau", "undertrained", "dead_relu"},
     "loss_": {"loss_plateau", "undertrained"},
 }
-
-
-def loud(findings) -> dict[str, object]:
-    return {f.code: f for f in findings if f.severity >= Severity.WARNING}
 
 
 @pytest.fixture(scope="module")
