@@ -1266,6 +1266,93 @@ def _(seed):
     return Setup(model, train, epochs=40, batch_size=32, validation=val)
 
 
+# Healthy runs that look like issue 36's label faults: training and validation class shares apart
+# (a small random split; a training set balanced on purpose against a natural validation set), and
+# inputs that repeat (copies with their own label; categorical inputs whose outcomes are noisy) ------
+def imbalanced_blobs(rng: np.random.Generator, n: int, shares: list[float], features: int, spread: float = 4.0):
+    """`blobs` whose classes are drawn with the given shares."""
+    centres = rng.normal(scale=spread / np.sqrt(features), size=(len(shares), features))
+    y = rng.choice(len(shares), n, p=shares)
+    x = centres[y] + rng.normal(size=(n, features)) / np.sqrt(features)
+    (x,) = _standardize(x)
+    return x, y.astype("int32")
+
+
+def _sparse_classifier(inputs: int, classes: int, hidden=(32, 32), rate: float = 3e-3):
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return _compile(mlp(inputs, classes, hidden), keras.optimizers.Adam(rate), loss, ["accuracy"])
+
+
+@config("labels_small_random_split_shares_differ", "mlp/multiclass", seeds=2)
+def _(seed):
+    """200 overlapping samples of 4 classes, a random 20% split: 40 validation labels whose class shares
+    differ from training by chance (~0.1 apart), validation accuracy 5-10 points below training, and
+    EarlyStopping(patience=5, restore_best_weights=True) before it overfits."""
+    x, y = blobs(np.random.default_rng(7700 + seed), 200, 4, 6, spread=1.5)
+    train, val = _split(x, y)
+    model, stop = _sparse_classifier(6, 4, (64, 64)), early_stopping(5)
+    return Setup(model, train, epochs=40, batch_size=16, validation=val, callbacks=[stop], accuracy="accuracy")
+
+
+@config("labels_balanced_training_natural_validation", "mlp/multiclass", seeds=2)
+def _(seed):
+    """A training set balanced on purpose (each class down-sampled to the smallest) against a validation
+    set with the natural 80/12/8 mix: the shares are ~0.47 apart, the classes overlap, and the model
+    learns each about equally well (validation accuracy 3-4 points below training); EarlyStopping(patience=3)."""
+    x, y = imbalanced_blobs(np.random.default_rng(7800 + seed), 6000, [0.8, 0.12, 0.08], 8, spread=1.0)
+    (xt, yt), val = _split(x, y)
+    smallest = np.bincount(yt).min()
+    rng = np.random.default_rng(seed)
+    keep = np.sort(np.concatenate([rng.choice(np.flatnonzero(yt == k), smallest, replace=False) for k in range(3)]))
+    model, stop = _sparse_classifier(8, 3), early_stopping(3)
+    train = (xt[keep], yt[keep])
+    return Setup(model, train, epochs=30, batch_size=32, validation=val, callbacks=[stop], accuracy="accuracy")
+
+
+@config("labels_imbalanced_stratified_split", "mlp/multiclass", seeds=2)
+def _(seed):
+    """75/17/8 classes on both sides of a stratified split: imbalanced, but the same mix in validation."""
+    x, y = imbalanced_blobs(np.random.default_rng(7900 + seed), 3000, [0.75, 0.17, 0.08], 8, spread=1.5)
+    val_rows = np.concatenate([np.flatnonzero(y == k)[: int(0.2 * (y == k).sum())] for k in range(3)])
+    is_val = np.zeros(len(y), bool)
+    is_val[val_rows] = True
+    model = _sparse_classifier(8, 3)
+    train, val = (x[~is_val], y[~is_val]), (x[is_val], y[is_val])
+    return Setup(model, train, epochs=25, batch_size=32, validation=val, accuracy="accuracy")
+
+
+@config("labels_minority_oversampled_copies_agree", "mlp/binary", seeds=2)
+def _(seed):
+    """The positives (10%) copied until they are 40% of the training set (random over-sampling): many
+    exact duplicate rows, every copy with its own label."""
+    rng = np.random.default_rng(8000 + seed)
+    y = (rng.random(3000) < 0.1).astype("float32")
+    x = (rng.normal(size=(3000, 6)) + 1.5 * y[:, None]).astype("float32")
+    (xt, yt), val = _split(x, y)
+    positives = np.flatnonzero(yt == 1)
+    copies = rng.choice(positives, int(0.6 * (yt == 0).sum()) - positives.size, replace=True)
+    order = rng.permutation(len(yt) + copies.size)
+    xt, yt = np.concatenate([xt, xt[copies]])[order], np.concatenate([yt, yt[copies]])[order]
+    model = _compile(
+        mlp(6, 1, (32,), output_activation="sigmoid"), keras.optimizers.Adam(3e-3), "binary_crossentropy", ["accuracy"]
+    )
+    return Setup(model, (xt, yt), epochs=20, batch_size=32, validation=val, accuracy="accuracy")
+
+
+@config("labels_categorical_inputs_noisy_outcomes", "mlp/binary", seeds=2)
+def _(seed):
+    """Six yes/no features (64 possible inputs) and an outcome that depends on them with noise: the same
+    input often has both outcomes (the data's Bayes error, ~15%), so training accuracy is capped by nature."""
+    rng = np.random.default_rng(8100 + seed)
+    x = rng.integers(0, 2, size=(3000, 6)).astype("float32")
+    score = x @ np.array([1.5, -1.0, 1.0, 0.8, -0.6, 0.4]) - 1.0
+    y = (rng.random(3000) < 1 / (1 + np.exp(-3 * score))).astype("float32")
+    model = _compile(
+        mlp(6, 1, (16,), output_activation="sigmoid"), keras.optimizers.Adam(3e-3), "binary_crossentropy", ["accuracy"]
+    )
+    return Setup(model, (x, y), epochs=20, batch_size=32, validation=0.2, accuracy="accuracy")
+
+
 # -- running and judging ------------------------------------------------------------------------
 def _initial_loss(setup: Setup) -> float:
     """The untrained model's loss on (up to 1024 samples of) the training data."""

@@ -50,15 +50,15 @@ def blobs(n: int, features: int, classes: int, seed: int, noise: float = 1.0):
     return x.astype("float32"), y.astype("int32")
 
 
-def quadrant_images(n: int, seed: int, classes: int = 4, size: int = 12):
-    """Class = which quadrant holds a faint bright patch."""
+def quadrant_images(n: int, seed: int, classes: int = 4, size: int = 12, patch: float = 0.6):
+    """Class = which quadrant holds a faint bright patch (`patch` above the noise's 0.5 std)."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, size=n)
     x = rng.normal(scale=0.5, size=(n, size, size, 1))
     half = size // 2
     for i, label in enumerate(y):
         r, c = divmod(int(label), 2)
-        x[i, r * half : (r + 1) * half, c * half : (c + 1) * half, 0] += 0.6
+        x[i, r * half : (r + 1) * half, c * half : (c + 1) * half, 0] += patch
     return x.astype("float32"), y.astype("int32")
 
 
@@ -112,6 +112,9 @@ class Setup:
     callbacks: list = dataclasses.field(default_factory=list)
     regression: bool = False
     keras_tensorboard_only: bool = False  # logged by keras.callbacks.TensorBoard alone (epoch points)
+    # Judged on the best validation loss, not accuracy: a fault that costs confidence more than the
+    # argmax (conflicting duplicates: a random other label on a copy leaves the majority label right).
+    judged_on_loss: bool = False
 
 
 @dataclasses.dataclass
@@ -183,6 +186,74 @@ def _(seed, broken):
         xt, yt = xt[keep], yt[keep]
     model = _compiled(mlp(10, 3), keras.optimizers.Adam(1e-3))
     return Setup(model, (xt, yt), val, epochs=15)
+
+
+def _same_size_subset(x: np.ndarray, y: np.ndarray, size: int, seed: int):
+    """A random `size` of the samples: the healthy twin of a filter that kept `size` of them."""
+    keep = np.sort(np.random.default_rng(seed + 11).choice(len(y), size, replace=False))
+    return x[keep], y[keep]
+
+
+@case("train_class_filtered_mlp", 1, ("label_problem",), ("class shares",))
+def _(seed, broken):
+    """`x_train = x[y != 3]`: a filter meant for something else drops class 3 from training only."""
+    x, y = blobs(2400, 10, 4, seed, noise=1.2)
+    (xt, yt), val = split(x, y)
+    keep = yt != 3
+    xt, yt = (xt[keep], yt[keep]) if broken else _same_size_subset(xt, yt, int(keep.sum()), seed)
+    model = _compiled(mlp(10, 4), keras.optimizers.Adam(1e-3))
+    return Setup(model, (xt, yt), val, epochs=15)
+
+
+@case("train_join_drops_classes_cnn", 1, ("label_problem",), ("class shares",))
+def _(seed, broken):
+    """A join that keeps 8% of classes 2 and 3 in training: 46/46/4/4% against a balanced validation set."""
+    x, y = quadrant_images(1600, seed, patch=0.25)
+    (xt, yt), val = split(x, y)
+    keep = (yt < 2) | (np.random.default_rng(seed).random(len(yt)) < 0.08)
+    xt, yt = (xt[keep], yt[keep]) if broken else _same_size_subset(xt, yt, int(keep.sum()), seed)
+    model = _compiled(cnn(4), keras.optimizers.Adam(3e-3))
+    return Setup(model, (xt, yt), val, epochs=20)
+
+
+@case("train_positives_thinned_binary", 1, ("label_problem",), ("class shares", "class mix"))
+def _(seed, broken):
+    """A join keeps 15% of the positive training rows (50% -> 13% positives); validation stays 50/50."""
+    x, y = blobs(3000, 8, 2, seed, noise=2.0)
+    (xt, yt), val = split(x, y.astype("float32"))
+    keep = (yt == 0) | (np.random.default_rng(seed).random(len(yt)) < 0.15)
+    xt, yt = (xt[keep], yt[keep]) if broken else _same_size_subset(xt, yt, int(keep.sum()), seed)
+    model = _compiled(mlp(8, 1), keras.optimizers.Adam(1e-3), keras.losses.BinaryCrossentropy(from_logits=True))
+    return Setup(model, (xt, yt), val, epochs=15)
+
+
+def _duplicate_rows(x: np.ndarray, y: np.ndarray, share: float, classes: int, conflicting: bool, seed: int):
+    """`share` of the rows appended once more (a join that matched them twice), with a random other
+    label (`conflicting`) or their own."""
+    rng = np.random.default_rng(seed + 13)
+    rows = rng.choice(len(y), int(len(y) * share), replace=False)
+    labels = (y[rows] + rng.integers(1, classes, rows.size)) % classes if conflicting else y[rows]
+    order = rng.permutation(len(y) + rows.size)
+    return np.concatenate([x, x[rows]])[order], np.concatenate([y, labels.astype(y.dtype)])[order]
+
+
+@case("conflicting_duplicates_mlp", 1, ("label_problem",), ("duplicate",))
+def _(seed, broken):
+    """40% of the training rows twice, the copy with a random other label; the twin's copies agree."""
+    x, y = blobs(1600, 10, 4, seed, noise=1.6)
+    (xt, yt), val = split(x, y)
+    xt, yt = _duplicate_rows(xt, yt, 0.4, 4, broken, seed)
+    model = _compiled(mlp(10, 4, l2=1e-3), keras.optimizers.Adam(2e-3))
+    return Setup(model, (xt, yt), val, epochs=15, judged_on_loss=True)
+
+
+@case("conflicting_duplicates_cnn", 1, ("label_problem",), ("duplicate",))
+def _(seed, broken):
+    x, y = quadrant_images(1200, seed, patch=0.25)
+    (xt, yt), val = split(x, y)
+    xt, yt = _duplicate_rows(xt, yt, 0.5, 4, broken, seed)
+    model = _compiled(cnn(4), keras.optimizers.Adam(3e-3))
+    return Setup(model, (xt, yt), val, epochs=20, judged_on_loss=True)
 
 
 # 2. Too little training --------------------------------------------------------------------
@@ -395,17 +466,18 @@ def run_pair(c: Case, seed: int, verbose: bool, keep: str | None = None) -> dict
             history = train(setup, root)
             findings = diagnose(root)
         result[key] = {
-            "learned": learned(history, setup.regression),
+            "learned": learned(history, setup.regression or setup.judged_on_loss),
             "findings": findings,
             "seconds": time.perf_counter() - started,
             "epochs": len(history["loss"]),
         }
     b, t = result["broken"], result["twin"]
-    result["learns_less"] = learns_less(b["learned"], t["learned"], setup.regression)
+    by_loss = setup.regression or setup.judged_on_loss
+    result["learns_less"] = learns_less(b["learned"], t["learned"], by_loss)
     result["found"] = bool(loud(b["findings"]))
     result["named"] = names_cause(c, b["findings"])
     result["twin_quiet"] = not loud(t["findings"])
-    print_pair(result, setup.regression, verbose)
+    print_pair(result, by_loss, verbose)
     return result
 
 

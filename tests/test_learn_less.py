@@ -316,3 +316,120 @@ def test_duplicates_are_judged_on_every_feature_and_left_out_above_the_size_limi
     assert data_settings.array_statistics([alike], [one_hot], True)["duplicate_label_conflict"] == 1.0
     monkeypatch.setattr(data_settings, "MAX_DUPLICATE_ROWS", 400)
     assert "duplicate_label_conflict" not in data_settings.data_settings({"x": x, "y": one_hot}, None, loss)
+
+
+# -- training labels unlike the validation labels; one input with several labels (rules) -----------------
+BALANCED = [0.25, 0.25, 0.25, 0.25]
+FILTERED = [0.3333, 0.3333, 0.3334]  # class 3 filtered out of training
+
+
+@pytest.mark.parametrize(
+    ("train_shares", "val_samples", "train_accuracy", "val_accuracy", "fires"),
+    [
+        (FILTERED, 600, np.linspace(0.7, 0.99, 10), np.linspace(0.70, 0.737, 10), True),
+        (FILTERED, 600, np.linspace(0.7, 0.95, 10), np.linspace(0.70, 0.93, 10), False),  # a shift that learns
+        ([0.35, 0.15, 0.275, 0.225], 40, np.linspace(0.6, 1.0, 10), np.linspace(0.6, 0.8, 10), False),  # chance
+    ],
+    ids=["filtered-and-confirmed", "shifted-but-learns", "small-validation-set"],
+)
+def test_class_shares_unlike_validation_need_a_real_distance_and_validation_far_below(
+    train_shares, val_samples, train_accuracy, val_accuracy, fires
+):
+    settings = {
+        "label_distribution": train_shares,
+        "validation_label_distribution": BALANCED,
+        "train_samples": 1300,
+        "validation_samples": val_samples,
+    }
+    run = epochs_run(settings, epoch_accuracy=train_accuracy, epoch_val_accuracy=val_accuracy)
+    found = check_label_problem(run)
+    assert bool(found) == fires
+    if fires:
+        assert "different class shares" in found[0].title and "class 3: 0.0% of training labels" in found[0].detail
+        assert any("np.bincount" in (fix.code or "") for fix in found[0].fixes)
+
+
+def test_class_shares_of_regression_targets_are_not_compared():
+    settings = {"label_distribution": [0.5, 0.5], "validation_label_distribution": [0.9, 0.1]}
+    settings |= {"train_samples": 1000, "validation_samples": 1000}
+    run = epochs_run(
+        settings,
+        info=RunInfo(loss="mean_squared_error"),
+        epoch_accuracy=np.linspace(0.7, 0.99, 10),
+        epoch_val_accuracy=np.linspace(0.5, 0.6, 10),
+    )
+    assert check_label_problem(run) == []
+
+
+@pytest.mark.parametrize(
+    ("ceiling", "distinct", "train_accuracy", "fires"),
+    [
+        (0.714, 0.714, np.r_[0.5, np.full(9, 0.66)], True),  # 40% of rows copied with another label
+        (0.866, 0.027, np.r_[0.75, np.full(9, 0.86)], False),  # 64 categorical inputs: noisy by nature
+        (1.0, 0.714, np.linspace(0.7, 0.95, 10), False),  # copies that agree
+        (0.714, 0.714, np.linspace(0.3, 0.45, 10), False),  # far below the cap: something else holds it
+    ],
+    ids=["conflicting-copies", "categorical-inputs", "copies-agree", "not-at-the-cap"],
+)
+def test_conflicting_duplicates_need_a_cap_the_training_accuracy_reaches(ceiling, distinct, train_accuracy, fires):
+    settings = {
+        "duplicate_label_conflict": round(2 * (1 - ceiling), 4) if ceiling < 1 else 0.0,
+        "duplicate_label_ceiling": ceiling,
+        "distinct_input_share": distinct,
+    }
+    run = epochs_run(settings, epoch_accuracy=train_accuracy, epoch_val_accuracy=np.full(10, 0.88))
+    found = check_label_problem(run)
+    assert bool(found) == fires
+    if fires:
+        assert "cannot pass 71%" in found[0].title and "Validation accuracy reaches 88.0%" in found[0].detail
+        assert any("np.unique" in (fix.code or "") for fix in found[0].fixes)
+        assert any("groupby" in (fix.code or "") for fix in found[0].fixes)
+
+
+# -- ... and the same on real tiny trainings ------------------------------------------------------------
+def _fit_labels(tmp_path, name: str, train, val, epochs: int = 12):
+    import keras
+
+    from tb_trainhealth import HealthCallback
+    from tb_trainhealth.read.logdir import open_logdir
+    from tb_trainhealth.read.reader import SignalReader
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(keras.optimizers.Adam(3e-3), loss, metrics=["accuracy"])
+    root = tmp_path / name
+    callback = HealthCallback(log_dir=str(root / "run"), verbose=False)
+    model.fit(*train, validation_data=val, epochs=epochs, batch_size=32, verbose=0, callbacks=[callback])
+    reader = SignalReader(open_logdir(str(root)))
+    (group,) = reader.groups()
+    return engine.diagnose(reader.read(group))
+
+
+def _four_blobs(n: int = 1200):
+    rng = np.random.default_rng(1)
+    centres = rng.normal(scale=1.6, size=(4, 8))
+    y = rng.integers(0, 4, n).astype("int32")
+    return (centres[y] + rng.normal(scale=1.2, size=(n, 8))).astype("float32"), y
+
+
+def test_a_training_set_filtered_of_one_class_is_found_and_a_random_subset_is_quiet(tmp_path):
+    x, y = _four_blobs()
+    train, val = (x[:900], y[:900]), (x[900:], y[900:])
+    kept = train[1] != 3  # the filter bug: x_train = x[y != 3]
+    broken = loud(_fit_labels(tmp_path, "broken", (train[0][kept], train[1][kept]), val))
+    assert broken and broken[0][0] == "label_problem" and "class shares" in broken[0][1], broken
+    subset = np.random.default_rng(0).permutation(900)[: int(kept.sum())]
+    assert loud(_fit_labels(tmp_path, "twin", (train[0][subset], train[1][subset]), val)) == []
+
+
+def test_inputs_copied_with_other_labels_are_found_and_copies_that_agree_are_quiet(tmp_path):
+    x, y = _four_blobs()
+    train, val = (x[:900], y[:900]), (x[900:], y[900:])
+    copies = np.random.default_rng(2).choice(900, 400, replace=False)
+    other = ((train[1][copies] + 1 + np.arange(400) % 3) % 4).astype("int32")
+    x_twice = np.concatenate([train[0], train[0][copies]])
+    broken = loud(_fit_labels(tmp_path, "broken", (x_twice, np.concatenate([train[1], other])), val))
+    assert broken and broken[0][0] == "label_problem" and "share their exact input" in broken[0][1], broken
+    agree = (x_twice, np.concatenate([train[1], train[1][copies]]))
+    assert loud(_fit_labels(tmp_path, "twin", agree, val)) == []

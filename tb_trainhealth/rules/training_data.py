@@ -4,8 +4,9 @@ From the callback's first-batch lint events (labels vs the loss, sampled class
 counts) and from the run's own curves: a cross-entropy loss below zero
 (only possible with labels outside their range) and a validation accuracy near zero
 while training accuracy is high (validation classes never seen in training, e.g.
-`validation_split` on class-sorted data). Also `constant_baseline`, the loss of a model that
-ignores its input, which the plateau rule uses too.
+`validation_split` on class-sorted data). From the recorded data settings (`label_data`): class
+shares unlike the validation labels', and inputs repeated with other labels. Also
+`constant_baseline`, the loss of a model that ignores its input, which the plateau rule uses too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
+from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
@@ -345,7 +347,8 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
 
 def check_label_problem(run: RunSignals) -> list[Finding]:
     found = _label_lint_findings(run) + _negative_loss(run) + validation_never_seen(run)
-    return found or labels_unrelated(run) or class_mix_differs(run)
+    first = found or labels_unrelated(run) or class_mix_differs(run) or class_shares_differ(run)
+    return first + conflicting_duplicates(run)
 
 
 # Training labels dominated by one class (at least DOMINANT_SHARE of them, from the label statistics)
