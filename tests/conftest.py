@@ -10,9 +10,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "demo"))
 
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from tb_trainhealth import engine
 from tb_trainhealth.findings import Finding, Severity
@@ -31,11 +34,24 @@ def diagnose_logdir(logdir: str) -> dict[str, list[Finding]]:
 
 
 @pytest.fixture(scope="session")
-def scenario_logdir(tmp_path_factory) -> str:
-    """Every scenario of demo/scenarios.py trained into one logdir, one run each."""
+def scenario_logdir(tmp_path_factory, worker_id) -> str:
+    """Every scenario of demo/scenarios.py trained into one logdir, one run each: once per
+    session, also under pytest-xdist (the first worker to need it trains, the others wait)."""
+    if worker_id == "master":  # not under xdist
+        return _train_scenarios(tmp_path_factory.mktemp("scenarios"))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, shared by its workers
+    with FileLock(str(shared / "scenarios.lock")):
+        root, trained = shared / "scenarios", shared / "scenarios.trained"
+        if not trained.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a worker that died half-way
+            _train_scenarios(root)
+            trained.touch()
+    return str(root)
+
+
+def _train_scenarios(root: Path) -> str:
     from scenarios import SCENARIOS
 
-    root = tmp_path_factory.mktemp("scenarios")
     for scenario in SCENARIOS:
         scenario.train(str(root / scenario.name))
     return str(root)
