@@ -27,7 +27,7 @@ SHARES_SUM_TOLERANCE = 0.01
 # model must score at least MIN_ACCURACY_GAP less on validation than on training. Measured
 # (`bench/learn_less_zoo.py`, seeds 0-1): train_class_filtered_mlp 0.26 apart (class 3 missing),
 # validation 0.25-0.26 below training; train_join_drops_classes_cnn 0.42-0.45 apart, 0.18-0.20
-# below; train_positives_thinned_binary 0.37-0.40 apart, 0.07-0.21 below; their twins (random
+# below; train_positives_thinned_binary 0.37-0.38 apart, 0.22 below; their twins (random
 # subsets of the same size) 0.02-0.05 apart, at most 1.2x sampling. A split that differs on purpose
 # and learns every class (healthy_sweep's labels_balanced_training_natural_validation: 0.47 apart)
 # is 0.003-0.012 below; a random split of 200 samples (labels_small_random_split_shares_differ):
