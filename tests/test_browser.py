@@ -11,7 +11,11 @@ import time
 import pytest
 from tensorboard_process import get_json, running_tensorboard, wait_for
 from test_bad_logdirs import cut_copy
+from test_parts_off import raise_moved
+from test_parts_off import train as train_tiny
 from test_step_axis import keras_only_nan_run
+
+from tb_trainhealth.callback.step.step_probe import StepProbe
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -31,7 +35,8 @@ LEADS = {
 GARBAGE_RUN = "garbage_only"  # its one event file is not an event file
 NAN_FROM_START_RUN = "poisoned_inputs"  # a NaN column in every batch: nothing finite from step 1
 CUT_COPY_RUN = "cut_copy"  # a finished run's file copied without its last bytes, long after the fit
-RUNS = 6 + len(EVENT_RUNS) + 4
+GRADIENTS_OFF_RUN = "gradients_off"  # the gradient probe turned off by a (simulated) moved internal
+RUNS = 6 + len(EVENT_RUNS) + 5
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -65,6 +70,9 @@ def browser_logdir(scenario_logdir, tmp_path_factory) -> str:
     nan_from_the_first_step(str(root / NAN_FROM_START_RUN))
     (finished,) = (root / "loss_plateau").iterdir()
     cut_copy(finished, root / CUT_COPY_RUN, mtime=time.time() + 15 * 60)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StepProbe, "attach", classmethod(raise_moved))
+        train_tiny(root / GRADIENTS_OFF_RUN)
     (root / GARBAGE_RUN).mkdir()
     (root / GARBAGE_RUN / "events.out.tfevents.1.host").write_bytes(b"this is not an event file\n" * 40)
     # A real OOM (capped address space, its own process), retried at smaller batches.
@@ -168,6 +176,16 @@ def test_a_truncated_copy_says_so_as_a_note_not_as_an_error(page):
     assert "a truncated copy, not a live run" in view.locator("[data-testid=run-notes]").inner_text()
     assert view.locator("[data-testid=run-errors]").count() == 0
     assert "ended_abruptly" not in view.inner_text()
+
+
+def test_a_part_turned_off_is_marked_on_the_run_page(page):
+    """Issue 38, item 3: the tab says what the run lacks and why, above its charts."""
+    view = show_run(health_frame(page), GRADIENTS_OFF_RUN)
+    notice = view.locator("[data-testid=parts-off]")
+    notice.wait_for()
+    assert "gradient norms" in notice.inner_text() and "unavailable" in notice.inner_text()
+    card = view.locator("[data-testid=finding-card][data-code=part_not_recorded]")
+    assert "_trainable_variables" in card.inner_text()
 
 
 def test_filter_narrows_the_run_list(page):

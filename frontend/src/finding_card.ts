@@ -30,6 +30,12 @@ function fixList(finding: Finding): HTMLElement {
   );
 }
 
+/** ": parts off in this run: ..." where the callback turned parts off (part_not_recorded), else "". */
+function partsOff(f: RunFindings): string {
+  const off = f.findings.filter((x) => x.code === "part_not_recorded").map((x) => x.title);
+  return off.length ? " (parts off in this run: " + off.join("; ") + ")" : "";
+}
+
 export function findingCard(
   f: RunFindings,
   finding: Finding,
@@ -69,15 +75,16 @@ export function findingCard(
     evidence.appendChild(h("div", { class: "th-chart-title", text: name + " (one line per layer)" }));
     evidence.appendChild(box);
   }
+  const why = partsOff(f);
   if (plotted.length === 0 && ev.facts.length === 0) {
     evidence.appendChild(
       h("div", {
         class: "th-chart-empty",
-        text: ev.series.length ? "The series behind this finding (" + ev.series.join(", ") + ") are not in this run's data." : "No series to plot for this finding.",
+        text: ev.series.length ? "The series behind this finding (" + ev.series.join(", ") + ") are not in this run's data" + why + "." : "No series to plot for this finding.",
       }),
     );
   } else if (missing.length && plotted.length) {
-    evidence.appendChild(h("div", { class: "th-chart-note", text: "Not available to plot: " + missing.join(", ") }));
+    evidence.appendChild(h("div", { class: "th-chart-note", text: "Not available to plot: " + missing.join(", ") + why }));
   }
 
   const card = h("article", { class: "th-card th-finding th-finding-" + finding.severity, testid: "finding-card", data: { code: finding.code, severity: finding.severity, step: finding.step === null ? "" : String(finding.step) } }, [

@@ -2,7 +2,7 @@
 // the header, problems reading the run, the no-callback hint, the comparison with a baseline
 // run (compare_view.ts), the chart of its worst problem, its timeline and the finding cards.
 // Keeps the scroll position when the same run is refreshed.
-import { fetchFindings, fetchSeries, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
+import { fetchFindings, fetchSeries, type Finding, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
 import { CompareSection } from "./compare_view";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
@@ -130,6 +130,8 @@ export class RunView {
     const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
     if (errors.length > 0) view.appendChild(errorsNotice(errors));
     if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
+    const off = f.findings.filter((x) => x.code === "part_not_recorded");
+    if (off.length > 0) view.appendChild(partsOffNotice(off));
     if (!f.has_health_data && !summary?.unreadable) view.appendChild(noCallbackHint());
     if (!summary?.unreadable) view.appendChild(this.compare.element);
 
@@ -210,6 +212,14 @@ function errorsNotice(errors: string[]): HTMLElement {
   return h("div", { class: "th-notice th-notice-error", testid: "run-errors", attrs: { role: "status" } }, [
     h("strong", { text: errors.length === 1 ? "Problem reading this run: " : "Problems reading this run:" }),
     errors.length === 1 ? h("span", { text: errors[0] ?? "" }) : h("ul", {}, errors.map((e) => h("li", { text: e }))),
+  ]);
+}
+
+/** Parts the callback turned off: what this run's charts and diagnoses lack (the info findings say why). */
+function partsOffNotice(off: Finding[]): HTMLElement {
+  return h("div", { class: "th-notice", testid: "parts-off", attrs: { role: "note" } }, [
+    h("strong", { text: "Not recorded in this run: " }),
+    h("span", { text: off.map((x) => x.title).join("; ") + ". Diagnoses that need them are unavailable (see the info findings below)." }),
   ]);
 }
 
