@@ -314,6 +314,9 @@ def test_duplicates_are_judged_on_every_feature_and_left_out_above_the_size_limi
     assert found["duplicate_label_conflict"] == round(300 / 450, 4)  # the real copies only: rows differ elsewhere
     alike = np.ones_like(x)  # alike on every feature: one input, four labels
     assert data_settings.array_statistics([alike], [one_hot], True)["duplicate_label_conflict"] == 1.0
+    with_nan = x.copy()
+    with_nan[:10, 0] = np.nan  # rows of NaN would all share one key: no duplicate settings then
+    assert "duplicate_label_conflict" not in data_settings.array_statistics([with_nan], [one_hot], True)
     monkeypatch.setattr(data_settings, "MAX_DUPLICATE_ROWS", 400)
     assert "duplicate_label_conflict" not in data_settings.data_settings({"x": x, "y": one_hot}, None, loss)
 

@@ -169,7 +169,7 @@ def array_statistics(
     if labels is not None:
         out["train_labels"] = label_print / rows
     out = {key: value for key, value in out.items() if math.isfinite(value)}
-    if keyed:
+    if keyed and math.isfinite(input_print):  # (NaN rows would all share one key)
         both = np.concatenate(keys, axis=1)
         out.update(duplicate_settings(both[0], both[1], inputs))
     return out
@@ -245,12 +245,12 @@ def candidate_keys(inputs: list[np.ndarray], candidates: np.ndarray) -> np.ndarr
     every feature, or above MAX_FINGERPRINT_VALUES values every k-th one of each array from
     k // 2 on, another grid than the pass read (two rows must agree on both to count as one)."""
     stride = feature_stride(candidates.size, sum(_features(a) for a in inputs))
-    flat = [a.reshape(a.shape[0], -1) for a in inputs]
     direction: np.ndarray | None = None
     keys = []
     for start, stop in _chunks(candidates.size, inputs, stride):
         rows = candidates[start:stop]
-        parts = [f[rows][:, stride // 2 :: stride] for f in flat]  # whole rows (one copy each), then the grid
+        # The chunk's whole rows (one copy, whatever the array's layout), then the grid.
+        parts = [a[rows].reshape(rows.size, -1)[:, stride // 2 :: stride] for a in inputs]
         block = (parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)).astype(np.float64)
         if direction is None:
             direction = _direction(block.shape[1], FINGERPRINT_SEED + 2)
