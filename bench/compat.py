@@ -83,7 +83,7 @@ TRAIN_TIMEOUT_S = 900  # the three runs take ~20 s on an idle machine
 DIAGNOSE_TIMEOUT_S = 300
 TENSORBOARD_START_S = 120
 TAB_ANSWER_S = 120  # the runs route answers "pending" while runs are first diagnosed
-REASON_CHARS = 70
+REASON_CHARS = 90
 NOTES_PER_ROW = 4
 
 CALLBACK_NOTE = re.compile(r"^tb-trainhealth: .*$", re.M)  # what the callback says on stderr
@@ -134,7 +134,8 @@ def combos() -> list[Combo]:
         for minor in KERAS_MINORS
     ]
     rows.append(Combo(f"py{MAIN_PYTHON}-tf_keras", MAIN_PYTHON, (TENSORFLOW, TF_KERAS), legacy=True, quick=True))
-    rows += [Combo(f"py{v}-keras{newest}", v, (TENSORFLOW, f"keras~={newest}.0")) for v in PYTHONS if v != MAIN_PYTHON]
+    # each other Python with the newest Keras it can install (Keras 3.13 and later need Python 3.11)
+    rows += [Combo(f"py{v}-keras", v, (TENSORFLOW, "keras")) for v in PYTHONS if v != MAIN_PYTHON]
     tensorflow = by_name(extras["tf"], "tensorflow")
     rows.append(Combo(f"py{lowest_python}-lowest-keras", lowest_python, tuple(extras["tf"]), lowest=True))
     lowest_legacy = (tensorflow, by_name(extras["test"], "tf-keras"))
@@ -303,6 +304,18 @@ def cell(verdict: str, reason: str = "") -> str:
     if len(reason) > REASON_CHARS:
         reason = reason[: REASON_CHARS - 3] + "..."
     return f"{verdict}: {reason}" if reason else verdict
+
+
+def failed(parts: tuple[str, ...], reason: str) -> dict[str, str]:
+    """Every part of `parts` failed for one reason: said in the first, the others only FAIL;
+    the rest of the row not checked."""
+    return {
+        part: cell("FAIL", reason) if part == parts[0] else "FAIL" if part in parts else NOT_CHECKED for part in PARTS
+    }
+
+
+def checked_parts(combo: Combo) -> tuple[str, ...]:
+    return (*DIAGNOSIS_PARTS, "tab") if combo.read_side else (*WRITE_PARTS, *DIAGNOSIS_PARTS)
 
 
 def write_cells(report: dict, disabled: list[str]) -> dict[str, str]:
@@ -474,13 +487,12 @@ def write_row(combo: Combo, python: Path, cache: Path) -> tuple[dict[str, str], 
         proc = subprocess.run([str(python), __file__, "--child", str(logdir)], capture_output=True, text=True,
                               timeout=TRAIN_TIMEOUT_S, env=env, cwd=cache)  # fmt: skip
     except subprocess.TimeoutExpired:
-        return dict.fromkeys(WRITE_PARTS + DIAGNOSIS_PARTS, cell("FAIL", f"timeout after {TRAIN_TIMEOUT_S} s")), {}, []
+        return failed(checked_parts(combo), f"timeout after {TRAIN_TIMEOUT_S} s"), {}, []
     notes = list(dict.fromkeys(CALLBACK_NOTE.findall(proc.stderr)))
     try:
         report = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
-        broken = cell("FAIL", last_line(proc.stderr) or f"exit status {proc.returncode}")
-        return dict.fromkeys(WRITE_PARTS + DIAGNOSIS_PARTS, broken), {}, notes
+        return failed(checked_parts(combo), last_line(proc.stderr) or f"exit status {proc.returncode}"), {}, notes
     disabled = [note for note in notes if "disabled" in note]
     cells = {**write_cells(report, disabled), **diagnosis_cells(python, logdir, env, report["trained"])}
     cells["tab"] = NOT_CHECKED
@@ -493,15 +505,11 @@ def read_row(combo: Combo, python: Path, cache: Path) -> tuple[dict[str, str], d
     env = venv_env(combo)
     code = "import json, sys; sys.path.insert(0, sys.argv[1]); import compat; print(json.dumps(compat.installed_versions()))"
     versions = json.loads(run([str(python), "-c", code, str(ROOT / "bench")], timeout=120, env=env, cwd=cache).stdout)
-    cells = dict.fromkeys(WRITE_PARTS, NOT_CHECKED)
     if versions["tensorflow"] is not None:
-        cells.update(
-            dict.fromkeys((*DIAGNOSIS_PARTS, "tab"), cell("FAIL", f"tensorflow {versions['tensorflow']} installed"))
-        )
-        return cells, versions, []
+        return failed(checked_parts(combo), f"tensorflow {versions['tensorflow']} installed"), versions, []
     if not (logdir / HEALTHY).is_dir():
-        cells.update(dict.fromkeys((*DIAGNOSIS_PARTS, "tab"), cell("FAIL", f"no logs from the {MAIN_ROW} row")))
-        return cells, versions, []
+        return failed(checked_parts(combo), f"no logs from the {MAIN_ROW} row"), versions, []
+    cells = dict.fromkeys(WRITE_PARTS, NOT_CHECKED)
     trained = dict.fromkeys((HEALTHY, NAN, EXPLODING))
     cells.update(diagnosis_cells(python, logdir, env, trained))
     cells["tab"] = tab_cell(python, logdir, env)
@@ -526,11 +534,11 @@ def check(combo: Combo, cache: Path, fresh: bool) -> tuple[str, dict[str, str], 
     try:
         python = prepare_venv(combo, cache, fresh)
     except Exception as err:
-        return label(combo, {}), dict.fromkeys(PARTS, cell("FAIL", f"install: {err}")), []
+        return label(combo, {}), failed(checked_parts(combo), f"install: {err}"), []
     try:
         cells, versions, notes = (read_row if combo.read_side else write_row)(combo, python, cache)
     except Exception as err:
-        return label(combo, {}), dict.fromkeys(PARTS, cell("FAIL", f"{type(err).__name__}: {err}")), []
+        return label(combo, {}), failed(checked_parts(combo), f"{type(err).__name__}: {err}"), []
     return label(combo, versions), cells, notes
 
 
