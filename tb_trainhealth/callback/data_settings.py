@@ -34,9 +34,10 @@ to find candidate rows, those whose key repeats; only the candidates' rows are t
 and projected on a second direction (every feature, or beyond MAX_FINGERPRINT_VALUES values
 every k-th on another grid than the pass's), so rows that differ in features the pass skipped
 are not called duplicates. Rows count as one when both keys agree: equal to ~1e-9 relative,
-two random directions apart. Data without duplicates pays one sort of n keys (~4 ms for
-60,000 on 2 busy cores); data with many reads its duplicated rows once more. Above
-MAX_DUPLICATE_ROWS samples the duplicate settings are left out.
+two random directions apart. Data without duplicates pays one sort of n keys (MNIST-sized,
+60,000 x 784: the pass takes 15 ms instead of 12); data with many reads its duplicated rows once
+more (a third of those rows copies: 41 ms). Above MAX_DUPLICATE_ROWS samples the duplicate
+settings are left out.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ MAX_FINGERPRINT_VALUES = 1 << 22
 # Label distributions of more classes than this are left out (the contract caps lists at 1000).
 MAX_CLASSES = 1000
 SHARE_DECIMALS = 4
-# Above this many samples the duplicate settings are left out: sorting their hashes costs ~4 ms per
-# 60,000 samples on 2 busy cores (bench/run_settings_cost.py), ~80 ms at this size.
+# Above this many samples the duplicate settings are left out: sorting their keys takes ~3 ms for
+# 60,000 samples, ~55 ms at this size (2 shared cores).
 MAX_DUPLICATE_ROWS = 1 << 20
 # Significant bits of a row's projection kept in its duplicate key (of float64's 52).
 KEY_BITS = 32
