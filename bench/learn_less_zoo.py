@@ -370,9 +370,15 @@ def _(seed, broken):
     return Setup(model, (xt, yt), val, epochs=15, regression=True)
 
 
-@case("lr_huge_nan_mlp", 3, ("nonfinite", "exploding_gradients", "loss_divergence"), ("learning rate",))
+@case(
+    "lr_huge_nan_mlp",
+    3,
+    ("nonfinite", "exploding_gradients", "loss_divergence", "dead_relu", "loss_plateau"),
+    ("learning rate",),
+)
 def _(seed, broken):
-    """SGD at 3.0: the first updates blow the loss up to NaN."""
+    """SGD at 3.0: the first updates blow the loss up to NaN (seeds 0-3), or kill the ReLU units and
+    leave the loss at the constant baseline (seed 4): either way the learning rate is the cause."""
     x, y = blobs(1600, 10, 4, seed)
     (xt, yt), val = split(x, y)
     model = _compiled(mlp(10, 4), keras.optimizers.SGD(3.0 if broken else 0.03))

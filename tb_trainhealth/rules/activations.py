@@ -12,6 +12,7 @@ from tb_trainhealth.contract.events import ActivationsEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
 from tb_trainhealth.rules.fact_text import fact
+from tb_trainhealth.rules.run_setup import large_rate
 from tb_trainhealth.signals import RunSignals
 
 LAYER_SHARE = 0.5
@@ -90,6 +91,9 @@ def check_dead_relu(run: RunSignals) -> list[Finding]:
         if len(flagged) == 1
         else f"ReLU units are dead in {len(flagged)} layers: {named}"
     )
+    rate = large_rate(run)
+    if rate is not None:  # the cause, named first: not "lower the learning rate" as a side note
+        title = f"The learning rate ({rate:.2g}, {run.info.optimizer or 'optimizer'}) is far too large: {title}"
     return [
         Finding(
             code="dead_relu",

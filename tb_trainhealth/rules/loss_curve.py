@@ -17,7 +17,7 @@ from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
 from tb_trainhealth.rules.fact_text import signed_percent
-from tb_trainhealth.rules.run_setup import number
+from tb_trainhealth.rules.run_setup import large_rate, number
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.rules.training_data import constant_baseline
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
@@ -173,6 +173,12 @@ def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
         )
     optimizer = run.info.optimizer or ""
     rate_text = f"{rate:.2g}" if rate else "in use"
+    if large_rate(run) is not None:  # steps that barely move after a rate this large: it wrecked the model
+        return (
+            f"the learning rate ({rate_text}, {optimizer or 'optimizer'}) is far too large: its first updates "
+            f"wrecked the model (dead or saturated units), and now {moved or 'the weights barely move'}",
+            LR_FIX_LOWER,
+        )
     if optimizer in _DEFAULT_TOO_LOW and (rate is None or rate < _DEFAULT_TOO_LOW[optimizer] / 10):
         good = _DEFAULT_TOO_LOW[optimizer]
         return (

@@ -108,8 +108,17 @@ _ADAPTIVE = ("Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Lion", "Adafactor")
 
 def rate_blew_it_up(run: RunSignals, onset: int) -> float | None:
     """The learning rate, when it is large enough to explain a blow-up in the first steps."""
+    if onset - run.info.start_step > EARLY_BLOWUP_STEPS:
+        return None
+    return large_rate(run)
+
+
+def large_rate(run: RunSignals) -> float | None:
+    """The learning rate, when it is that large for its optimizer: its first updates can wreck the
+    model, into a NaN or, on another seed of the same run (lr_huge_nan_mlp, seed 4), into dead units
+    and a loss at the constant baseline whose weights then barely move."""
     rate = run.info.learning_rate
-    if rate is None or onset - run.info.start_step > EARLY_BLOWUP_STEPS:
+    if rate is None:
         return None
     large = LARGE_ADAPTIVE_RATE if (run.info.optimizer or "") in _ADAPTIVE else LARGE_RATE
     return rate if rate >= large else None
