@@ -260,6 +260,30 @@ def loud(findings) -> list[tuple[str, str]]:
     return [(f.code, f.title) for f in findings if f.severity >= Severity.WARNING and f.code not in LOAD_DEPENDENT]
 
 
+@pytest.mark.parametrize(
+    ("ratio", "per_epoch", "fires"),
+    [
+        (1.8e-5, 0.986, True),  # lr_tiny_regression_sgd, held-out seed 4: 1.4% an epoch at a crawl
+        (5e-4, 0.986, False),  # the same fall with healthy-sized steps: a slow but normal run
+        (1.8e-5, 1.0, False),  # frozen weights and a flat loss: loss_plateau's case, not this one
+    ],
+)
+def test_a_loss_falling_at_a_crawl_with_frozen_steps_is_learning_too_slowly(ratio, per_epoch, fires):
+    losses = 0.78 * per_epoch ** np.arange(15)
+    run = with_update_ratio(
+        epochs_run(info=RunInfo(optimizer="SGD", learning_rate=1e-5), epoch_loss=losses, epoch_val_loss=losses * 0.96),
+        ratio,
+    )
+    found = [f for f in engine.diagnose(run) if f.code == "undertrained"]
+    assert bool(found) == fires, [f.title for f in found]
+    if fires:
+        assert found[0].severity == Severity.WARNING and "Learning far too slowly" in found[0].title
+        assert (
+            "learning rate (1e-05) is too small" in found[0].title
+            and "SGD(learning_rate=0.0001" in found[0].fixes[0].code
+        )
+
+
 def test_dropout_095_is_the_cause_and_its_twin_is_quiet(tmp_path):
     broken = loud(_train(tmp_path, "broken", dropout=0.95, batch_size=32, epochs=8))
     assert broken and broken[0][0] == "model_config" and "Dropout" in broken[0][1], broken

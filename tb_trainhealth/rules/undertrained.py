@@ -122,7 +122,7 @@ def _judged_per_epoch(run: RunSignals, train: Series, val: Series | None) -> lis
         return []  # a falling training loss alone may as well be memorising
     train_share, val_share = _share_per_epoch(train), _share_per_epoch(val)
     if train_share is None or val_share is None:
-        return []
+        return _learning_too_slowly(run, train, val)
     share = min(train_share, val_share)
     if share < CREEPING_SHARE:
         return []
@@ -154,6 +154,53 @@ def _judged_per_step(run: RunSignals, train: Series, val: Series | None) -> list
         f"{val_values[-1]:.4g} in the last epoch."
     )
     return [_finding(run, True, last_step, share, "in the last quarter of the steps", detail)]
+
+
+# Learning, but far too slowly: both losses fell every epoch over the whole run (rank correlation
+# at most MAX_RANK_CORRELATION), by at least SLOW_RELATIVE_DROP of their level per epoch at the end,
+# while each step moved the weights by less than loss_curve.FROZEN_UPDATE_RATIO of their size.
+# Measured (`bench/learn_less_zoo.py` lr_tiny_regression_sgd, SGD 1e-5, held-out seed 4): both
+# losses fall 1.4% an epoch at the end (under MIN_RELATIVE_DROP, so not "cut short"), update
+# ratio 1.8e-5, validation loss 0.58 where its twin (SGD 1e-2) reaches 0.036; healthy runs'
+# ratios sit at 2.6e-4 to 1.5e-3 (weight_health), 2.6x and more above the limit.
+SLOW_RELATIVE_DROP = 0.005
+
+
+def _steadily_falling(series: Series) -> float | None:
+    """The last epoch's drop as a share of the loss's level, when it fell every epoch; else None."""
+    values = finite_part(series).values
+    if len(values) < MIN_EPOCHS or rank_correlation(values) > MAX_RANK_CORRELATION or values[-1] <= 0:
+        return None
+    drop = float(values[-2] - values[-1]) / float(values[-1])
+    return drop if drop >= SLOW_RELATIVE_DROP else None
+
+
+def _learning_too_slowly(run: RunSignals, train: Series, val: Series) -> list[Finding]:
+    from tb_trainhealth.rules.loss_curve import frozen_cause  # (loss_curve's rules load after these)
+
+    train_drop, val_drop = _steadily_falling(train), _steadily_falling(val)
+    frozen = frozen_cause(run) if train_drop is not None and val_drop is not None else None
+    if frozen is None:
+        return []
+    cause, fix = frozen
+    step = int(val.steps[-1])
+    return [
+        Finding(
+            code="undertrained",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"Learning far too slowly: {cause.split(':')[0]}",
+            detail=(
+                f"Both losses fell every epoch, and still fell {val_drop:.1%} (validation) and {train_drop:.1%} "
+                f"(training) in the last one: the model is learning, at a crawl. Why: {cause}. At this pace "
+                "more epochs cost far more than a step size that moves the weights."
+            ),
+            evidence=Evidence(
+                tuple(s for s in (sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS) if run.get(s) is not None), None, step
+            ),
+            fixes=(fix, LR_FIX_SCHEDULE),
+        )
+    ]
 
 
 def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str, detail: str) -> Finding:
