@@ -33,6 +33,12 @@ def diagnose_logdir(logdir: str) -> dict[str, list[Finding]]:
     return {name: engine.diagnose(signals) for name, signals in read_logdir(logdir).items()}
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pytest.ini): one worker more than cores. Many tests wait on real time (a stall
+    watchdog, TensorBoard starting, a subprocess): a third worker on two cores fills those waits."""
+    return (os.cpu_count() or 1) + 1
+
+
 @pytest.fixture(scope="session")
 def scenario_logdir(tmp_path_factory, worker_id) -> str:
     """Every scenario of demo/scenarios.py trained into one logdir, one run each: once per
