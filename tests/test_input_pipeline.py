@@ -74,9 +74,10 @@ def train(tmp_path, data, epochs=2, model=None, **fit_kwargs):
 def test_measured_wait_matches_an_injected_delay_and_is_input_bound(tmp_path, make_data):
     run, findings = train(tmp_path, make_data())
     waits = run.series["input_wait_ms"].values[1:]  # the first fetch also starts the pipeline
-    # The truth is the injected delay; a prefetching PyDataset may hide up to one step's
-    # compute (~1-2 ms here) of it.
-    assert abs(np.median(waits) - SLEEP_MS) <= max(0.2 * SLEEP_MS, 2.0), np.median(waits)
+    # The truth is the injected delay; prefetching may hide up to one step's compute of it: ~1-2 ms
+    # here idle, but 3.5 ms (a median of 11.5 for 15) with the whole suite on 3 workers and both
+    # cores held by two busy loops, where every step is slower.
+    assert abs(np.median(waits) - SLEEP_MS) <= max(0.35 * SLEEP_MS, 2.0), np.median(waits)
     (bound,) = [f for f in findings if f.code == "input_bound"]
     assert bound.severity == Severity.WARNING and "highly input-bound" in bound.title
     assert "ms for its batch" in bound.detail and bound.fixes
