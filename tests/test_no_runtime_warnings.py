@@ -31,6 +31,17 @@ def _three_classes_through_one_sigmoid(log_dir: str) -> None:
     scenarios._fit(model, x, y.astype("float32"), log_dir, epochs=3)
 
 
+def _one_inf_input(log_dir: str) -> None:
+    """Inf (not NaN: NaN arithmetic warns of nothing, inf - inf does) in one input value."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    x[100, 3] = np.inf
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    scenarios._fit(model, x, x.sum(axis=1), log_dir, epochs=1)
+
+
 def _ours(caught: list[warnings.WarningMessage]) -> list[str]:
     return [
         f"{os.path.relpath(w.filename, PACKAGE_DIR)}:{w.lineno}: {w.category.__name__}: {w.message}"
@@ -45,6 +56,7 @@ def test_broken_runs_raise_no_runtime_warning_from_the_package(tmp_path):
         for train in BROKEN:
             train(str(tmp_path / train.__name__))
         _three_classes_through_one_sigmoid(str(tmp_path / "three_classes_one_sigmoid"))
+        _one_inf_input(str(tmp_path / "one_inf_input"))
         with contextlib.redirect_stdout(io.StringIO()) as out:
             status = cli_main(["diagnose", str(tmp_path), "--json"])
     assert status in (0, 1), out.getvalue()[-2000:]

@@ -137,7 +137,13 @@ def array_statistics(
     inputs: list[np.ndarray], labels: list[np.ndarray] | None, duplicates: bool = False
 ) -> dict[str, Any]:
     """Input mean / std and the fingerprints, in one chunked float64 pass (see the module doc);
-    with `duplicates` (class labels), the duplicate settings from the same pass's projections."""
+    with `duplicates` (class labels), the duplicate settings from the same pass's projections.
+    NaN/Inf in the data (a finding of its own) make a statistic non-finite, then dropped: quietly."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _array_statistics(inputs, labels, duplicates)
+
+
+def _array_statistics(inputs: list[np.ndarray], labels: list[np.ndarray] | None, duplicates: bool) -> dict[str, Any]:
     if not _numeric(inputs) or inputs[0].shape[0] == 0:
         return {}
     labels = labels if labels is not None and _numeric(labels) else None
