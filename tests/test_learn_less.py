@@ -378,6 +378,37 @@ def test_class_shares_unlike_validation_need_a_real_distance_and_validation_far_
         assert any("np.bincount" in (fix.code or "") for fix in found[0].fixes)
 
 
+def test_the_validation_gap_of_class_shares_apart_is_the_label_problem_not_overfitting():
+    settings = {"label_distribution": FILTERED, "validation_label_distribution": BALANCED}
+    settings |= {"train_samples": 1300, "validation_samples": 600}
+    curves = {
+        "epoch_accuracy": np.linspace(0.7, 0.99, 10),
+        "epoch_val_accuracy": np.linspace(0.70, 0.737, 10),
+        "epoch_loss": np.linspace(0.8, 0.05, 10),
+        "epoch_val_loss": np.r_[0.8, 0.7, 0.65, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3],
+    }
+    alone = epochs_run({}, **curves)  # the same curves without the label settings: overfitting
+    assert "overfitting" in [f.code for f in engine.diagnose(alone)]
+    found = [f.code for f in engine.diagnose(epochs_run(settings, **curves)) if f.severity >= Severity.WARNING]
+    assert "label_problem" in found and "overfitting" not in found
+
+
+def test_a_model_that_never_beat_the_constant_prediction_is_not_called_overfitting():
+    from tb_trainhealth.rules.overfitting import check_overfitting
+
+    # labels_shuffled_cnn seed 4 (epochs 1, 2, then every 3rd): the entropy of 4 balanced classes is 1.386.
+    val_loss = [1.411, 1.394, 1.446, 1.473, 1.482, 1.49, 1.502, 1.52, 1.54]
+    train_loss = [1.4, 1.384, 1.378, 1.373, 1.367, 1.361, 1.354, 1.341, 1.328]
+    balanced = stats((170.0, 170.0, 170.0, 170.0))
+    assert check_overfitting(epochs_run(events=[balanced], epoch_loss=train_loss, epoch_val_loss=val_loss)) == []
+    # The same shape once the model had learned something that carries over: overfitting.
+    learned = [v - 0.3 for v in val_loss]
+    assert check_overfitting(epochs_run(events=[balanced], epoch_loss=train_loss, epoch_val_loss=learned))
+    # And where the training loss went well below the baseline: memorising, still reported.
+    memorised = [1.4, 1.3, 1.2, 1.1, 1.0, 0.9, 0.8, 0.7, 0.6]
+    assert check_overfitting(epochs_run(events=[balanced], epoch_loss=memorised, epoch_val_loss=val_loss))
+
+
 def test_class_shares_of_regression_targets_are_not_compared():
     settings = {"label_distribution": [0.5, 0.5], "validation_label_distribution": [0.9, 0.1]}
     settings |= {"train_samples": 1000, "validation_samples": 1000}

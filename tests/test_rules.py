@@ -541,9 +541,14 @@ def test_a_higher_learning_rate_is_never_the_one_in_use_and_never_beside_a_lower
     dead = Finding("dead_relu", Severity.WARNING, 1, "t", "d", Evidence(()), (LR_FIX_LOWER,))
     kept = one_learning_rate_direction([fit_to_run(run, plateau), dead])
     assert not any(f.text.startswith("Raise") for f in kept[0].fixes) and kept[1] == dead  # lower wins a tie
+    # ...and the plateau says why its usual fix is missing, and which finding to fix first.
+    assert "Not raising the learning rate here: `dead_relu` needs it lower" in kept[0].fixes[-1].text
     crash = dataclasses.replace(dead, severity=Severity.INFO)
     kept = one_learning_rate_direction([plateau, crash])
-    assert kept[0] == plateau and kept[1].fixes == ()  # the more severe finding's direction stays
+    assert kept[0] == plateau and kept[1].fixes[0].text.startswith(
+        "Not lowering the learning rate here: `loss_plateau`"
+    )
+    assert len(kept[1].fixes) == 1  # the more severe finding's direction stays
 
 
 def test_two_findings_of_one_code_naming_the_same_layer_are_one():

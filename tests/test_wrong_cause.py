@@ -190,6 +190,24 @@ def test_validation_at_chance_from_the_first_epoch_is_a_pairing_problem_not_over
     assert labels_unrelated(RunSignals("r", series=series, events=[counts])) == []
 
 
+def test_a_slow_memoriser_below_chance_on_validation_is_a_pairing_problem_when_the_losses_confirm_it():
+    # A CNN on shuffled labels after 25 epochs (learn_less_zoo labels_shuffled_cnn, seed 1), every 3rd epoch.
+    counts = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(172.0, 165.0, 168.0, 170.0))
+    series = epochs(
+        epoch_accuracy=[0.253, 0.274, 0.301, 0.316, 0.336, 0.354, 0.356, 0.385, 0.415],
+        epoch_val_accuracy=[0.018, 0.164, 0.067, 0.089, 0.107, 0.124, 0.098, 0.062, 0.076],
+        epoch_loss=[1.393, 1.381, 1.375, 1.368, 1.357, 1.344, 1.323, 1.299, 1.269],
+        epoch_val_loss=[1.403, 1.418, 1.44, 1.46, 1.497, 1.519, 1.571, 1.605, 1.63],
+    )
+    run = RunSignals("r", series=series, events=[counts])
+    (finding,) = labels_unrelated(run)
+    assert "never above chance (best 16.4%)" in finding.title
+    assert [f.code for f in engine.diagnose(run) if f.severity >= Severity.WARNING] == ["label_problem"]
+    # The training loss only 3% below the prior's entropy: not memorising yet, and the median rule holds.
+    series[sig.EPOCH_LOSS] = Series.of(np.arange(1, 10), np.linspace(1.393, 1.345, 9))
+    assert labels_unrelated(RunSignals("r", series=series, events=[counts])) == []
+
+
 # -- unnormalized_input: inputs scaled to almost nothing -----------------------------------------
 def test_tiny_inputs_are_named_but_sparse_features_are_not():
     model = keras.Sequential([keras.Input((300,)), keras.layers.Dense(4)])

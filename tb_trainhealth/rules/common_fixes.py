@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -96,18 +97,29 @@ def _raises_rate(fix: Fix) -> bool:
 def one_learning_rate_direction(findings: list[Finding]) -> list[Finding]:
     """Never "lower the learning rate" and "raise it" for one run: the direction of the most
     severe finding that suggests one stays (lower on a tie: a run that blew up and then stalled
-    needs a lower rate, not a higher one); the other direction's fixes go."""
-    lower = max((f.severity for f in findings if any(map(_lowers_rate, f.fixes))), default=None)
-    higher = max((f.severity for f in findings if any(map(_raises_rate, f.fixes))), default=None)
+    needs a lower rate, not a higher one); the other direction's fixes become one line naming the
+    finding to fix first, so the user sees why the usual fix is not offered."""
+    lower = max((f for f in findings if any(map(_lowers_rate, f.fixes))), key=lambda f: f.severity, default=None)
+    higher = max((f for f in findings if any(map(_raises_rate, f.fixes))), key=lambda f: f.severity, default=None)
     if lower is None or higher is None:
         return findings
-    contradicts = _raises_rate if lower >= higher else _lowers_rate
+    if lower.severity >= higher.severity:
+        contradicts, first, way = _raises_rate, lower, ("raising", "lower")
+    else:
+        contradicts, first, way = _lowers_rate, higher, ("lowering", "higher")
+    instead = Fix(
+        f"Not {way[0]} the learning rate here: `{first.code}` needs it {way[1]}, and is the one to fix first. "
+        f"Come back to this finding if it stays once that is fixed."
+    )
     return [
-        dataclasses.replace(f, fixes=tuple(x for x in f.fixes if not contradicts(x)))
-        if any(map(contradicts, f.fixes))
-        else f
+        _replace_fixes(f, contradicts, None if f is first else instead) if any(map(contradicts, f.fixes)) else f
         for f in findings
     ]
+
+
+def _replace_fixes(finding: Finding, contradicts: Callable[[Fix], bool], instead: Fix | None) -> Finding:
+    kept = tuple(fix for fix in finding.fixes if not contradicts(fix))
+    return dataclasses.replace(finding, fixes=kept + ((instead,) if instead else ()))
 
 
 def _learning_rate(run: RunSignals) -> float | None:

@@ -15,7 +15,12 @@ from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
-from tb_trainhealth.rules.training_data import validation_never_seen
+from tb_trainhealth.rules.training_data import (
+    LOSS_MEMORISED,
+    VAL_LOSS_TOLERANCE,
+    constant_baseline,
+    validation_never_seen,
+)
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -65,6 +70,19 @@ def _unstable(run: RunSignals, train: Series, best_step: int) -> bool:
     return ratio is not None and ratio > HIGH_UPDATE_RATIO
 
 
+def _learned_nothing(run: RunSignals, best_val: float, train_last: float) -> bool:
+    """Neither loss ever got clear of what a constant prediction costs (the label prior's entropy,
+    the targets' variance): there is no fit to overdo, only noise memorised (labels that do not
+    belong to their inputs: the plateau-at-baseline or label finding says so). Measured
+    (`python bench/learn_less_zoo.py --only labels_shuffled_cnn --first-seed 4 --seeds 1`):
+    validation loss never below 1.394 against an entropy of 1.383, training loss ending 4% below it,
+    named overfitting; every overfitting run in the zoos beats the baseline first."""
+    baseline = constant_baseline(run)
+    if baseline is None:
+        return False
+    return best_val >= (1 - VAL_LOSS_TOLERANCE) * baseline[0] and train_last >= (1 - LOSS_MEMORISED) * baseline[0]
+
+
 def check_overfitting(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
     if train is None or val is None or validation_never_seen(run):
@@ -86,6 +104,8 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
     train_at_best = np.interp(best_step, train.steps, train.values)
     train_last = float(train.values[-1])
     if train_last > train_at_best * (1 - TRAIN_FALL) or _unstable(run, train, best_step):
+        return []
+    if _learned_nothing(run, best_val, train_last):
         return []
     epochs = len(after)
     stopped = run.stopped_by("EarlyStopping")
