@@ -85,6 +85,16 @@ def test_measured_wait_matches_an_injected_delay_and_is_input_bound(tmp_path, ma
         assert "workers=1" in bound.fixes[0].text and "workers=8" in bound.fixes[0].code
 
 
+def test_a_slow_pipeline_is_reported_but_never_stops_a_run_on_stop_on(tmp_path, capsys):
+    keras.utils.set_random_seed(0)
+    data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(32).map(slow_batches)
+    health = HealthCallback(str(tmp_path / "run"), stop_on="warning", diagnose_every=10)
+    history = small_model().fit(data, epochs=3, verbose=0, callbacks=[health])
+    assert len(history.epoch) == 3  # a speed finding: reported, the run goes on
+    assert "input_bound" in capsys.readouterr().out
+    assert "input_bound" in [f.code for f in health.findings if f.severity >= Severity.WARNING]
+
+
 def test_fast_in_memory_pipeline_waits_under_5_percent_and_gets_no_finding(tmp_path):
     model = keras.Sequential(
         [

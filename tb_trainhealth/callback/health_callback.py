@@ -88,7 +88,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         diagnose_every: run the rule engine at most every this many steps, and within 0.5% of
             the training time (at once on a NaN/Inf; always when training ends).
         stop_on: "warning" or "critical" to stop training (after recording the diagnosis)
-            when a finding of that severity or worse appears; None never stops.
+            when a finding of that severity or worse appears; None never stops. Findings
+            about speed only (`input_bound`, `input_pipeline_config`) never stop a run.
         on_finding: called with each new `Finding` (warning or worse; again if it gets
             worse), e.g. to page yourself.
         verbose: print one line per new warning/critical finding.

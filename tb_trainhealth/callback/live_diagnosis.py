@@ -29,6 +29,10 @@ DIAGNOSIS_TIME_SHARE = 0.005
 # series, and budgeting the next by that brought one in 0.15 s later: ~1% of that fit.
 # Urgent events are diagnosed at once all the same.
 MIN_DIAGNOSIS_SECONDS = 0.005
+# Findings about speed, not about what the model learns: reported like any other, but they never
+# stop a run (`stop_on`). A user who asks to stop on warnings means a broken run, not a slow one,
+# and a busy machine alone can make a healthy pipeline wait.
+SPEED_ONLY = frozenset({"input_bound", "input_pipeline_config"})
 NOTICE_STOP_ON_MULTI_WORKER = (
     "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
     "the same step); findings are still recorded."
@@ -89,7 +93,7 @@ class LiveDiagnosis:
             if self.verbose:
                 print(f"\ntb-trainhealth {finding_line(finding, self.run, before)}")
             self._notify(finding)
-            if self.stop_on is not None and finding.severity >= self.stop_on:
+            if self.stop_on is not None and finding.severity >= self.stop_on and finding.code not in SPEED_ONLY:
                 stop = True
         if stop and self.verbose and not final:
             print(f"tb-trainhealth: stopping training (stop_on={self.stop_on.label!r}).")
