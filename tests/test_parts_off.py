@@ -74,6 +74,7 @@ def raise_moved(*args, **kwargs):
         ),
         ("lint", (fit_checks, "lint_model", raise_moved), "the model's last layer", "output_loss_mismatch"),
         ("memory", (step_clock, "device_memory_mb", raise_moved), "memory readings not recorded", "memory_growth"),
+        ("activations", (fit_checks, "ActivationProbe", raise_moved), "dead and saturated units", "dead_relu"),
     ],
 )
 def test_a_part_turned_off_by_a_moved_internal_is_named_with_its_reason_and_what_is_lost(

@@ -44,10 +44,8 @@ class FitChecks:
         self._batch_lint = self.guard.run(Part.BATCH_LINT, BatchLint, self._model)
         if self._batch_lint is not None:
             input_probe.inspect = lambda batch: self._inspect_batch(batch, input_probe)
-        try:  # (a model whose layers cannot be tapped, e.g. a subclassed one, just has no probe)
-            self._activations = ActivationProbe(self._model)
-        except Exception:
-            self._activations = None
+        # (A subclassed model, whose layers cannot be tapped, builds a probe that is not `available`.)
+        self._activations = self.guard.run(Part.ACTIVATIONS, ActivationProbe, self._model)
 
     def _record(self, events: list[Event]) -> None:
         """At the fit's step; a check repeated in this fit (same finding) is recorded once."""
