@@ -284,6 +284,18 @@ def test_a_loss_falling_at_a_crawl_with_frozen_steps_is_learning_too_slowly(rati
         )
 
 
+def test_a_converged_run_whose_schedule_ends_with_tiny_steps_is_not_learning_too_slowly():
+    # healthy_sweep cnn_hv_bars_logits_adamw_cosine_warmup_bs128, compiled without an accuracy metric.
+    train = [0.686, 0.605, 0.263, 0.0182, 0.00226, 0.00127, 0.000938, 0.00074, 0.000603, 0.000504, 0.00043]
+    train += [0.000373, 0.000329, 0.000294, 0.000265, 0.000242, 0.000224, 0.000208, 0.000195, 0.000184, 0.000175]
+    train += [0.000168, 0.000161, 0.000156, 0.000152, 0.000149, 0.000146, 0.000144, 0.000143, 0.000142]
+    val = [0.667, 0.486, 0.0586, 0.00355, 0.0015, 0.00105, 0.000813, 0.000654, 0.00054, 0.000457, 0.000393]
+    val += [0.000344, 0.000305, 0.000274, 0.000249, 0.000229, 0.000212, 0.000198, 0.000186, 0.000177, 0.000169]
+    val += [0.000162, 0.000156, 0.000152, 0.000148, 0.000145, 0.000143, 0.000141, 0.00014, 0.000139]
+    run = with_update_ratio(epochs_run(info=RunInfo(optimizer="AdamW"), epoch_loss=train, epoch_val_loss=val), 5.7e-5)
+    assert [f.title for f in engine.diagnose(run) if f.code == "undertrained"] == []
+
+
 def test_dropout_095_is_the_cause_and_its_twin_is_quiet(tmp_path):
     broken = loud(_train(tmp_path, "broken", dropout=0.95, batch_size=32, epochs=8))
     assert broken and broken[0][0] == "model_config" and "Dropout" in broken[0][1], broken

@@ -208,6 +208,25 @@ def test_a_slow_memoriser_below_chance_on_validation_is_a_pairing_problem_when_t
     assert labels_unrelated(RunSignals("r", series=series, events=[counts])) == []
 
 
+def test_without_an_accuracy_metric_the_losses_alone_name_labels_that_do_not_belong():
+    counts = stats(loss=LossKind.SPARSE_CATEGORICAL_CROSSENTROPY, units=4, class_counts=(160.0, 150.0, 170.0, 160.0))
+    val_loss = [1.39, 1.40, 1.43, 1.48, 1.55, 1.64]
+    memorising = epochs(epoch_loss=[1.38, 1.33, 1.25, 1.12, 0.98, 0.82], epoch_val_loss=val_loss)
+    (finding,) = labels_unrelated(RunSignals("r", series=memorising, events=[counts]))
+    assert finding.severity == Severity.WARNING and "never beats the constant prediction (1.385)" in finding.title
+    assert "metrics=['accuracy']" in finding.detail and "np.random.permutation" in finding.fixes[0].code
+    # A validation loss that beat the constant prediction once: something carried over.
+    learned = epochs(epoch_loss=[1.38, 1.33, 1.25, 1.12, 0.98, 0.82], epoch_val_loss=[1.2, 1.1, 1.15, 1.3, 1.4, 1.5])
+    assert labels_unrelated(RunSignals("r", series=learned, events=[counts])) == []
+    # The training loss only 5% below it: not memorising enough to say so without accuracy.
+    slow = epochs(epoch_loss=[1.39, 1.38, 1.37, 1.36, 1.34, 1.32], epoch_val_loss=val_loss)
+    assert labels_unrelated(RunSignals("r", series=slow, events=[counts])) == []
+    # A regression loss: its constant prediction (the mean) is not judged this way.
+    regression = stats(loss=LossKind.MEAN_SQUARED_ERROR, units=1, count=640, mean=0.0, variance=1.0)
+    flat = epochs(epoch_loss=[1.0, 0.8, 0.6, 0.5, 0.4, 0.3], epoch_val_loss=[1.0, 1.0, 1.1, 1.2, 1.2, 1.3])
+    assert labels_unrelated(RunSignals("r", series=flat, events=[regression])) == []
+
+
 # -- unnormalized_input: inputs scaled to almost nothing -----------------------------------------
 def test_tiny_inputs_are_named_but_sparse_features_are_not():
     model = keras.Sequential([keras.Input((300,)), keras.layers.Dense(4)])

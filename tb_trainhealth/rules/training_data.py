@@ -302,8 +302,10 @@ def chance_band(run: RunSignals) -> tuple[float, float, str] | None:
 
 def labels_unrelated(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
+    if train is None or val is None:
+        return labels_unrelated_by_loss(run)
     chance = chance_band(run)
-    if train is None or val is None or chance is None:
+    if chance is None:
         return []
     low, high, how = chance
     common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
@@ -358,6 +360,52 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
             ),
             evidence=Evidence((sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY), first, last),
             fixes=PAIRING_FIXES,
+        )
+    ]
+
+
+# Without an accuracy metric, the losses alone: a classification loss whose validation value never
+# beats the constant prediction's (VAL_LOSS_TOLERANCE) over MIN_CHANCE_EPOCHS or more epochs, while
+# the training loss ends LOSS_MEMORISED_ALONE below it (twice LOSS_MEMORISED: no accuracy confirms it).
+# Measured: see `bench/labels_without_accuracy.py`.
+LOSS_MEMORISED_ALONE = 0.10
+
+
+def labels_unrelated_by_loss(run: RunSignals) -> list[Finding]:
+    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    baseline = constant_baseline(run)
+    train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
+    if stats is None or stats.loss not in PROBABILISTIC_LOSSES or baseline is None or train is None or val is None:
+        return []
+    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
+    train_values, val_values = train.values[train_at], val.values[val_at]
+    if len(common) < MIN_CHANCE_EPOCHS or not (np.isfinite(train_values).all() and np.isfinite(val_values).all()):
+        return []
+    entropy, how = baseline
+    best_val, last_train = float(val_values.min()), float(train_values[-1])
+    if best_val < (1 - VAL_LOSS_TOLERANCE) * entropy or last_train > (1 - LOSS_MEMORISED_ALONE) * entropy:
+        return []
+    first, last = int(common[0]), int(common[-1])
+    return [
+        Finding(
+            code="label_problem",
+            severity=Severity.WARNING,
+            step=first,
+            title=(
+                f"Nothing learned carries over to validation: its loss never beats the constant prediction "
+                f"({entropy:.4g}) while training loss falls to {last_train:.4g}"
+            ),
+            detail=(
+                f"Predicting the label frequencies for every input costs {entropy:.4g}, {how}. In all {len(common)} "
+                f"epochs the validation loss stays at or above that (best {best_val:.4g}), while the training loss "
+                f"falls {1 - last_train / entropy:.0%} below it: the model memorises the training pairs and nothing "
+                "it learns carries over to new samples. Labels that do not belong to their inputs (shuffled, "
+                "sorted or augmented apart from them) do this, and so do training labels of another class mix "
+                "than the validation labels (a filter or join). Add metrics=['accuracy'] to compile() for a "
+                "firmer diagnosis."
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), first, last),
+            fixes=(PAIRING_FIXES[0], MIX_FIXES[0], PAIRING_FIXES[1]),
         )
     ]
 

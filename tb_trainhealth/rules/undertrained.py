@@ -164,6 +164,12 @@ def _judged_per_step(run: RunSignals, train: Series, val: Series | None) -> list
 # ratio 1.8e-5, validation loss 0.58 where its twin (SGD 1e-2) reaches 0.036; healthy runs'
 # ratios sit at 2.6e-4 to 1.5e-3 (weight_health), 2.6x and more above the limit.
 SLOW_RELATIVE_DROP = 0.005
+# ...and a crawl over the whole run: the last validation loss still at least SLOW_MIN_REMAINING of
+# its first. The broken runs keep 87% of it (lr_tiny_regression_sgd, seeds 0-1); a healthy sweep
+# run whose cosine schedule ends near zero (tiny late steps by design) keeps 0.02%, and was called
+# slow once its accuracy (at 1.0, which silences this rule) was left out
+# (`python bench/labels_without_accuracy.py /tmp/keep/zoo /tmp/keep/sweep`).
+SLOW_MIN_REMAINING = 0.25
 
 
 def _steadily_falling(series: Series) -> float | None:
@@ -179,7 +185,10 @@ def _learning_too_slowly(run: RunSignals, train: Series, val: Series) -> list[Fi
     from tb_trainhealth.rules.loss_curve import frozen_cause  # (loss_curve's rules load after these)
 
     train_drop, val_drop = _steadily_falling(train), _steadily_falling(val)
-    frozen = frozen_cause(run) if train_drop is not None and val_drop is not None else None
+    values = finite_part(val).values
+    if train_drop is None or val_drop is None or values[-1] < SLOW_MIN_REMAINING * values[0]:
+        return []  # (most of the way down already: a converged run's last steps are small by design)
+    frozen = frozen_cause(run)
     if frozen is None:
         return []
     cause, fix = frozen
