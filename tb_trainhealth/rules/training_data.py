@@ -23,7 +23,7 @@ from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.series_math import finite_part
-from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.signals import RunSignals, Series
 
 # Cross-entropy cannot go below 0; allow float round-off.
 NEGATIVE_LOSS = -1e-4
@@ -300,6 +300,16 @@ def chance_band(run: RunSignals) -> tuple[float, float, str] | None:
     return None
 
 
+def _epochs_of_both(train: Series, val: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(epochs, training values, validation values) where both were logged, all finite, over at
+    least MIN_CHANCE_EPOCHS; else None."""
+    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
+    train_values, val_values = train.values[train_at], val.values[val_at]
+    if len(common) < MIN_CHANCE_EPOCHS or not (np.isfinite(train_values).all() and np.isfinite(val_values).all()):
+        return None
+    return common, train_values, val_values
+
+
 def labels_unrelated(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_ACCURACY), run.get(sig.EPOCH_VAL_ACCURACY)
     if train is None or val is None:
@@ -308,12 +318,10 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
     if chance is None:
         return []
     low, high, how = chance
-    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
-    if len(common) < MIN_CHANCE_EPOCHS:
+    aligned = _epochs_of_both(train, val)
+    if aligned is None:
         return []
-    val_values, train_values = val.values[val_at], train.values[train_at]
-    if not (np.isfinite(val_values).all() and np.isfinite(train_values).all()):
-        return []
+    common, train_values, val_values = aligned
     if not (val_values <= high + CHANCE_MARGIN).all():
         return []  # never above chance is what counts
     # On imbalanced classes, accuracy near the majority share is also what a weak real model gets:
@@ -377,10 +385,10 @@ def labels_unrelated_by_loss(run: RunSignals) -> list[Finding]:
     train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
     if stats is None or stats.loss not in PROBABILISTIC_LOSSES or baseline is None or train is None or val is None:
         return []
-    common, train_at, val_at = np.intersect1d(train.steps, val.steps, return_indices=True)
-    train_values, val_values = train.values[train_at], val.values[val_at]
-    if len(common) < MIN_CHANCE_EPOCHS or not (np.isfinite(train_values).all() and np.isfinite(val_values).all()):
+    aligned = _epochs_of_both(train, val)
+    if aligned is None:
         return []
+    common, train_values, val_values = aligned
     entropy, how = baseline
     best_val, last_train = float(val_values.min()), float(train_values[-1])
     if best_val < (1 - VAL_LOSS_TOLERANCE) * entropy or last_train > (1 - LOSS_MEMORISED_ALONE) * entropy:
