@@ -17,7 +17,7 @@ from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.training_data import (
     LOSS_MEMORISED,
-    VAL_LOSS_TOLERANCE,
+    beats_constant,
     constant_baseline,
     validation_never_seen,
 )
@@ -80,7 +80,7 @@ def _learned_nothing(run: RunSignals, best_val: float, train_last: float) -> boo
     baseline = constant_baseline(run)
     if baseline is None:
         return False
-    return best_val >= (1 - VAL_LOSS_TOLERANCE) * baseline[0] and train_last >= (1 - LOSS_MEMORISED) * baseline[0]
+    return not beats_constant(best_val, baseline[0]) and train_last >= (1 - LOSS_MEMORISED) * baseline[0]
 
 
 def check_overfitting(run: RunSignals) -> list[Finding]:

@@ -11,7 +11,6 @@ shares unlike the validation labels', and inputs repeated with other labels. Als
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 
 import numpy as np
@@ -253,6 +252,13 @@ MEMORISED = 0.15
 # (a custom loss), a chance band (sum p^2 to max p) at most this wide.
 VAL_LOSS_TOLERANCE = 0.03
 NARROW_CHANCE_BAND = 0.1
+
+
+def beats_constant(loss: float, baseline: float) -> bool:
+    """A loss clear of what the constant prediction costs: something learned carries over."""
+    return loss < (1 - VAL_LOSS_TOLERANCE) * baseline
+
+
 # A model that memorises slowly (a CNN on shuffled labels, 25 epochs) reaches less: training
 # accuracy MEMORISED_SLOWLY above chance is enough where the losses confirm it, the training loss
 # at least LOSS_MEMORISED below the constant prediction's while the validation loss never beats
@@ -333,11 +339,12 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
     memorising = False
     if baseline is not None and val_loss is not None and np.isfinite(val_loss.values).any():
         best = float(np.nanmin(val_loss.values))
-        if best < (1 - VAL_LOSS_TOLERANCE) * baseline[0]:
+        if beats_constant(best, baseline[0]):
             return []
         loss_note = f" Validation loss never beats {baseline[0]:.4g}, {baseline[1]} (best {best:.4g})."
-        last_loss = float(train_loss.values[-1]) if train_loss is not None and len(train_loss) else math.nan
-        memorising = last_loss <= (1 - LOSS_MEMORISED) * baseline[0]
+        memorising = bool(
+            train_loss is not None and len(train_loss) and train_loss.values[-1] <= (1 - LOSS_MEMORISED) * baseline[0]
+        )
     elif high - low <= NARROW_CHANCE_BAND:
         loss_note = ""
     else:
@@ -375,7 +382,10 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
 # Without an accuracy metric, the losses alone: a classification loss whose validation value never
 # beats the constant prediction's (VAL_LOSS_TOLERANCE) over MIN_CHANCE_EPOCHS or more epochs, while
 # the training loss ends LOSS_MEMORISED_ALONE below it (twice LOSS_MEMORISED: no accuracy confirms it).
-# Measured: see `bench/labels_without_accuracy.py`.
+# Measured (`python bench/labels_without_accuracy.py` on the kept learn-less zoo, seeds 0-1, and the
+# healthy sweep, accuracy removed): 0 of 129 healthy runs; shuffled labels (MLP), one-class and thinned
+# training labels found, the slow CNN memoriser (8% below) not; healthy validation losses beat the
+# constant prediction from their first epoch.
 LOSS_MEMORISED_ALONE = 0.10
 
 
@@ -391,7 +401,7 @@ def labels_unrelated_by_loss(run: RunSignals) -> list[Finding]:
     common, train_values, val_values = aligned
     entropy, how = baseline
     best_val, last_train = float(val_values.min()), float(train_values[-1])
-    if best_val < (1 - VAL_LOSS_TOLERANCE) * entropy or last_train > (1 - LOSS_MEMORISED_ALONE) * entropy:
+    if beats_constant(best_val, entropy) or last_train > (1 - LOSS_MEMORISED_ALONE) * entropy:
         return []
     first, last = int(common[0]), int(common[-1])
     return [
