@@ -9,8 +9,8 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NonfiniteEvent
-from tb_trainhealth.findings import Finding
-from tb_trainhealth.rules import RULES, RuleSpec
+from tb_trainhealth.findings import Finding, Severity
+from tb_trainhealth.rules import EXPLAINS, RULES, RuleSpec
 from tb_trainhealth.rules.common_fixes import fit_to_run, one_learning_rate_direction
 from tb_trainhealth.signals import RunSignals
 
@@ -44,7 +44,19 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
     findings = one_learning_rate_direction(one_per_layer(findings))
     if run.axis == sig.EPOCH_AXIS:  # `step` always means a batch step
         findings = [dataclasses.replace(f, step=None, epoch=f.step) for f in findings]
-    return sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code))
+    return causes_first(sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code)))
+
+
+def causes_first(findings: list[Finding]) -> list[Finding]:
+    """Each finding (a warning or worse) that explains an earlier one (`rules.EXPLAINS`) moves up
+    to just before the first finding it explains; the others keep their order."""
+    out = list(findings)
+    for cause in [f for f in findings if f.severity >= Severity.WARNING and f.code in EXPLAINS]:
+        at = out.index(cause)
+        explained = [i for i, f in enumerate(out[:at]) if f.code in EXPLAINS[cause.code]]
+        if explained:
+            out.insert(explained[0], out.pop(at))
+    return out
 
 
 def one_per_layer(findings: list[Finding]) -> list[Finding]:

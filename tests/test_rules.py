@@ -340,6 +340,28 @@ def test_input_bound_levels(wait_ms, compute_ms, expected):
         assert f"waited {wait_ms:.0f}." in found[0].detail  # the steady-state wait, not the epoch starts
 
 
+@pytest.mark.parametrize(
+    ("wait_ms", "other_cpu_share", "expected"),
+    [
+        (2.0, None, Severity.WARNING),  # 40% of a 5 ms step, nothing known of the machine
+        (2.0, 0.05, Severity.WARNING),  # ...on an idle machine
+        (2.0, 0.5, Severity.INFO),  # ...while other processes held half the CPU: a wait for a core
+        (8.0, 0.5, Severity.WARNING),  # a wait no busy machine explains
+    ],
+)
+def test_a_short_wait_on_a_machine_other_processes_keep_busy_is_not_a_warning(wait_ms, other_cpu_share, expected):
+    from tb_trainhealth.rules.input_pipeline import check_input_bound
+
+    n = 300
+    run = run_with(input_wait_ms=np.full(n, wait_ms), step_time_ms=np.full(n, wait_ms + 3.0))
+    run.series[sig.EPOCH_LOSS] = Series.of([100, 200, 300], [1.0, 0.9, 0.8])
+    if other_cpu_share is not None:
+        run.series[sig.OTHER_CPU_SHARE] = Series.of([100, 200, 300], [other_cpu_share] * 3)
+    (found,) = check_input_bound(run)
+    assert found.severity == expected
+    assert ("waiting for a free core" in found.detail) == (expected == Severity.INFO)
+
+
 def test_input_bound_needs_both_series_and_enough_steps():
     from tb_trainhealth.rules.input_pipeline import check_input_bound
 
@@ -500,6 +522,27 @@ def test_memory_growth_needs_a_steady_climb_not_a_one_off_jump(host_memory_mb, f
     assert codes(run_with(host_memory_mb=host_memory_mb)) == ({"memory_growth"} if fires else set())
 
 
+@pytest.mark.parametrize(
+    ("planned_end_step", "limit_mb", "severity"),
+    [
+        (400, 24_000.0, Severity.INFO),  # finished, 1.4 GiB of 24 GiB: the run lost nothing
+        (40_000, 24_000.0, Severity.WARNING),  # 1 MiB a step for 39,600 more steps: past 24 GiB
+        (400, 1_500.0, Severity.WARNING),  # already at 93% of what the process may hold
+        (400, None, Severity.WARNING),  # no limit known: as urgent as a leak always was
+    ],
+    ids=["finished-far-below", "planned-far-beyond", "at-the-limit", "limit-unknown"],
+)
+def test_a_leak_is_a_warning_only_where_it_reaches_the_limit_by_the_planned_end(planned_end_step, limit_mb, severity):
+    from tb_trainhealth.rules.memory import check_memory_growth
+
+    run = run_with(host_memory_mb=np.linspace(1000.0, 1400.0, 400))
+    run.info = RunInfo(planned_end_step=planned_end_step, host_memory_limit_mb=limit_mb)
+    (finding,) = check_memory_growth(run)
+    assert finding.severity == severity
+    if severity == Severity.INFO:
+        assert "not at risk" in finding.detail
+
+
 def test_fixes_are_fitted_to_what_the_run_already_does():
     from tb_trainhealth.contract.run_info import CallbackInfo
     from tb_trainhealth.findings import Evidence, Finding, Fix
@@ -585,3 +628,30 @@ def test_a_regression_that_cannot_fit_its_batch_is_never_told_to_use_a_classific
     ):
         _, fix = _likely_cause(RunSignals("r", events=[lint]), PreflightEvent(step=0, loss=loss))
         assert expected in fix.code and absent not in fix.code
+
+
+def test_a_cause_is_listed_before_the_symptoms_it_explains_whatever_their_severity():
+    from tb_trainhealth.engine import causes_first
+    from tb_trainhealth.findings import Evidence, Finding
+
+    def finding(code: str, severity: Severity) -> Finding:
+        return Finding(code, severity, 1, code, "", Evidence(()))
+
+    ordered = causes_first(
+        [
+            finding("nonfinite", Severity.CRITICAL),
+            finding("loss_plateau", Severity.WARNING),
+            finding("exploding_gradients", Severity.WARNING),
+            finding("unnormalized_input", Severity.WARNING),
+            finding("input_bound", Severity.WARNING),
+            finding("output_loss_mismatch", Severity.INFO),  # info explains nothing: it stays put
+        ]
+    )
+    assert [f.code for f in ordered] == [
+        "unnormalized_input",
+        "exploding_gradients",
+        "nonfinite",
+        "loss_plateau",
+        "input_bound",
+        "output_loss_mismatch",
+    ]

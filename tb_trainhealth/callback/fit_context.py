@@ -9,6 +9,7 @@ callbacks; `fit()` keeps both in local variables, read from its frame on the sta
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -99,7 +100,18 @@ def describe_loss(loss: Any) -> str | None:
         return None
     if isinstance(loss, str):
         return loss
-    return getattr(loss, "name", None) or type(loss).__name__
+    if isinstance(loss, functools.partial):
+        return describe_loss(loss.func)
+    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
+
+
+def planned_end_step(base_step: int, params: dict[str, Any]) -> int | None:
+    """The step the fit ends at if it runs all its epochs; None where fit does not know its steps
+    per epoch (a generator without `steps_per_epoch`)."""
+    epochs, steps = params.get("epochs"), params.get("steps")
+    if not isinstance(epochs, int) or not isinstance(steps, int) or steps <= 0:
+        return None
+    return base_step + epochs * steps
 
 
 def epoch_values(logs: dict[str, Any]) -> dict[str, float]:

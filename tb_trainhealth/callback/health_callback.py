@@ -42,7 +42,8 @@ from tb_trainhealth.callback.record.row_recorder import RowRecorder
 from tb_trainhealth.callback.run_settings import run_settings
 from tb_trainhealth.callback.step.build_before_trace import build_before_first_step
 from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputProbe
-from tb_trainhealth.callback.step.memory import host_memory_unavailable
+from tb_trainhealth.callback.step.machine_load import OtherLoad
+from tb_trainhealth.callback.step.memory import host_memory_limit_mb, host_memory_unavailable
 from tb_trainhealth.callback.step.step_clock import StepClock
 from tb_trainhealth.callback.step.step_probe import StepProbe
 from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
@@ -137,6 +138,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self._rows: RowRecorder | None = None
         self._probe: StepProbe | None = None
         self._clock = StepClock(1, False, lambda err: None)
+        self._other_load: OtherLoad | None = None  # how busy other processes keep the machine
         self._input = InputProbe(steps_per_execution=0)
         self._checks: FitChecks | None = None
         self._step = 0  # the last step recorded (steps go on across fits)
@@ -246,6 +248,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         steps_per_call = steps_per_execution(model)
         memory_on = self.guard.enabled(Part.MEMORY)
         self._clock = StepClock(steps_per_call, memory_on, lambda e: self.guard.disable(Part.MEMORY, e))
+        self._other_load = OtherLoad()
         legacy = is_tf_keras(model)
         self._say_what_cannot_run(model, legacy)
         timed_steps = steps_per_call if self.measure_input else 0  # (timed only at one step a call)
@@ -315,6 +318,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             watchdog=self.guard.enabled(Part.WATCHDOG) and self._watch.armed,  # (never claimed when it failed)
             stall_after=self._watch.stall_after,
             replicas_per_worker=replicas_per_worker(model),
+            planned_end_step=fit_context.planned_end_step(self._base_step, self.params or {}),
+            host_memory_limit_mb=host_memory_limit_mb(),
         )
 
     def _say_what_cannot_run(self, model: Any, legacy: bool) -> None:
@@ -432,6 +437,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         values = fit_context.epoch_values(logs)
         if values and self._recording is not None:
             self._recording.epoch(self._step, epoch, values)
+        busy = self._other_load.share() if self._other_load is not None else None
+        if busy is not None and self._recording is not None:
+            self._recording.machine_load(self._step, busy)
 
     # -- online diagnosis ---------------------------------------------------------------
     def _diagnosis_due(self) -> bool:

@@ -16,6 +16,7 @@ import inspect
 import logging
 import math
 import platform
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -307,7 +308,9 @@ def loss_settings(model: Any) -> dict[str, Any]:
 
 def metrics_settings(model: Any) -> dict[str, Any]:
     """`metrics`: the compiled metrics' names, sorted, joined by ", " (from the compile config)."""
-    config = model.get_compile_config() or {}
+    with warnings.catch_warnings():  # Keras warns of a lambda loss each time it serialises one
+        warnings.simplefilter("ignore", UserWarning)
+        config = model.get_compile_config() or {}
     names = sorted(_metric_names(config.get("metrics")) + _metric_names(config.get("weighted_metrics")))
     return {"metrics": ", ".join(names)}
 

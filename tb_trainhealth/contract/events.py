@@ -113,6 +113,10 @@ class LintEvent(Event):
     count: int | None = None  # label_statistics, regression / binary: targets sampled
     mean: float | None = None
     variance: float | None = None
+    # label_statistics: the compiled loss of the best constant prediction on the sampled targets
+    # (callback/lint/constant_prediction.py), and how that constant is made.
+    constant_loss: float | None = None
+    constant_how: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

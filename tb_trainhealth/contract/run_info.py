@@ -54,6 +54,10 @@ class RunInfo:
     # Under a multi-worker strategy (MultiWorkerMirroredStrategy), replicas per worker: replicas
     # are numbered worker by worker, so replica r trains on worker r // replicas_per_worker.
     replicas_per_worker: int | None = None
+    # The step this fit would end at (start_step + epochs x steps per epoch), where fit knows it,
+    # and what the process may hold in host memory: `memory_growth` projects a climb onto both.
+    planned_end_step: int | None = None
+    host_memory_limit_mb: float | None = None
 
     def has_callback(self, name: str) -> bool:
         return any(callback.name == name for callback in self.callbacks)

@@ -28,6 +28,7 @@ NONFINITE_COUNT = "nonfinite_count"
 LOSS_SCALE = "loss_scale"  # LossScaleOptimizer's dynamic scale, where it changes
 HOST_MEMORY_MB = "host_memory_mb"
 DEVICE_MEMORY_MB = "device_memory_mb"
+OTHER_CPU_SHARE = "other_cpu_share"  # per epoch: how busy other processes kept the machine
 LAYER_GRAD_NORM = "layer_grad_norm"
 LAYER_WEIGHT_NORM = "layer_weight_norm"
 LAYER_UPDATE_RATIO = "layer_update_ratio"
@@ -47,6 +48,7 @@ OUR_SCALARS = {
     tags.TAG_LOSS_SCALE: LOSS_SCALE,
     tags.TAG_HOST_MEMORY_MB: HOST_MEMORY_MB,
     tags.TAG_DEVICE_MEMORY_MB: DEVICE_MEMORY_MB,
+    tags.TAG_OTHER_CPU_SHARE: OTHER_CPU_SHARE,
     tags.epoch_tag("loss"): EPOCH_LOSS,
     tags.epoch_tag("val_loss"): EPOCH_VAL_LOSS,
     **{tags.epoch_tag(key): EPOCH_ACCURACY for key in ACCURACY_KEYS},

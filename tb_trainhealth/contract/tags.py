@@ -21,7 +21,6 @@ RECORDS_PLUGIN_NAME = "trainhealth_records"
 # 2: the per-step loss, gradient norm, step time and input wait as one row vector (TAG_ROW).
 SCHEMA_VERSION = 2
 
-TAG_PREFIX = "health/"
 
 # Per-step scalars (rank-0 float32, data class SCALAR). Since schema 2 those in ROW_COLUMNS
 # are written as the columns of TAG_ROW; readers still read them as scalars from older logs.
@@ -36,6 +35,8 @@ TAG_LOSS_SCALE = "health/loss_scale"  # mixed precision: where the dynamic scale
 # Sampled every few dozen steps (scalars): host RSS, and device memory where a GPU is present.
 TAG_HOST_MEMORY_MB = "health/memory/host_mb"
 TAG_DEVICE_MEMORY_MB = "health/memory/device_mb"
+# Per epoch: the share of the machine's CPU other processes took meanwhile (0-1, Linux only).
+TAG_OTHER_CPU_SHARE = "health/machine/other_cpu_share"
 # Written by the stall watchdog when nothing else was for a while (compiling, a long
 # validation, a stall): the run's newest write time says the process is alive. Value:
 # seconds since the last finished step. No rule reads its values.

@@ -13,6 +13,7 @@ from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.rules.baseline import check_worse_than_baseline
 from tb_trainhealth.rules.class_balance import check_majority_class
+from tb_trainhealth.rules.constant_yardstick import check_worse_than_constant
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.data_scale import check_unnormalized_input, check_unnormalized_target
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
@@ -86,6 +87,7 @@ _STUCK_AT_BASELINE = {
     "majority_class": Severity.WARNING,
     "unnormalized_target": Severity.WARNING,
     "loss_metric_mismatch": Severity.WARNING,
+    "worse_than_constant": Severity.WARNING,  # ...or no better than one: the plateau is that
 }
 
 # A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
@@ -96,6 +98,52 @@ _PREFLIGHT_EXPLAINED = {
     "label_problem": Severity.CRITICAL,
     "unnormalized_input": Severity.WARNING,
     "bad_initialization": Severity.CRITICAL,
+}
+
+# What a cause explains: where both are found, the cause is listed first (in the CLI, the JSON and
+# the tab), whatever their severities, so the user reads what to change before its symptoms.
+_SYMPTOMS_OF_BAD_SCALE = (
+    "nonfinite",
+    "exploding_gradients",
+    "loss_divergence",
+    "loss_oscillation",
+    "loss_plateau",
+    "dead_relu",
+    "saturated_activation",
+    "vanishing_gradients",
+    "worse_than_constant",
+    "undertrained",
+)
+EXPLAINS: Mapping[str, tuple[str, ...]] = {
+    "bad_initialization": _SYMPTOMS_OF_BAD_SCALE,
+    "unnormalized_input": _SYMPTOMS_OF_BAD_SCALE,
+    "unnormalized_target": _SYMPTOMS_OF_BAD_SCALE,
+    "output_loss_mismatch": (
+        "loss_plateau",
+        "worse_than_constant",
+        "initial_loss_off",
+        "majority_class",
+        "nonfinite",
+        "loss_divergence",
+        "dead_relu",
+        "cannot_fit_small_batch",
+        "undertrained",
+    ),
+    "label_problem": (
+        "overfitting",
+        "loss_plateau",
+        "worse_than_constant",
+        "nonfinite",
+        "majority_class",
+        "initial_loss_off",
+        "loss_metric_mismatch",
+        "undertrained",
+    ),
+    "exploding_gradients": ("nonfinite", "loss_divergence", "loss_oscillation", "dead_relu", "worse_than_constant"),
+    "dead_relu": ("loss_plateau", "vanishing_gradients", "worse_than_constant", "undertrained", "majority_class"),
+    "saturated_activation": ("vanishing_gradients", "loss_plateau", "worse_than_constant", "undertrained"),
+    "model_config": ("loss_plateau", "worse_than_constant", "majority_class", "undertrained"),
+    "input_pipeline_config": ("input_bound",),
 }
 
 RULES: tuple[RuleSpec, ...] = (
@@ -125,8 +173,20 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_unnormalized_target, ("unnormalized_target",)),
     RuleSpec(check_majority_class, ("majority_class",), defers_to={"model_config": Severity.WARNING}),
     RuleSpec(check_loss_metric_mismatch, ("loss_metric_mismatch",)),
+    # A run no better than a constant prediction, where no other finding names why.
+    RuleSpec(
+        check_worse_than_constant,
+        ("worse_than_constant",),
+        final_only=True,
+        defers_to={**_BROKEN_SET_UP, **_BAD_INIT, "loss_divergence": Severity.WARNING},
+    ),
     RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
-    RuleSpec(check_undertrained, ("undertrained",), final_only=True, defers_to=_BROKEN_SET_UP),
+    RuleSpec(
+        check_undertrained,
+        ("undertrained",),
+        final_only=True,
+        defers_to={**_BROKEN_SET_UP, "worse_than_constant": Severity.WARNING},  # more epochs of a worse model
+    ),
     # Inputs scaled to almost nothing (or far too large) explain dead units too.
     # (Targets in the thousands throw the ReLUs dead with their huge first gradients.)
     RuleSpec(

@@ -15,6 +15,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
@@ -153,16 +154,28 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
     event = events[0]
     rms, low, high = (value or 0.0 for value in (event.input_rms, event.input_min, event.input_max))
     pixels = low >= 0 and 100 < high <= 255
+    gain = learned_anyway(run)
+    learned = gain is not None
     return [
         Finding(
             code="unnormalized_input",
-            severity=Severity.WARNING,
+            severity=Severity.INFO if learned else Severity.WARNING,
             step=event.step,
-            title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})",
+            title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})"
+            + (
+                f", yet the model learned: its best loss is {gain:.0%} below a constant prediction's" if learned else ""
+            ),
             detail=(
                 "Weight initialisers (Glorot, He) and default learning rates assume inputs of roughly unit "
                 f"scale; inputs of magnitude {rms:.3g} saturate activations and make the first layers' "
-                "gradients huge or the loss plateau." + (" These look like raw 0-255 pixels." if pixels else "")
+                "gradients huge or the loss plateau."
+                + (" These look like raw 0-255 pixels." if pixels else "")
+                + (
+                    " This run learned anyway, so nothing here needs changing; scaling the inputs usually "
+                    "trains faster and tolerates larger learning rates."
+                    if learned
+                    else ""
+                )
             ),
             evidence=Evidence((), facts=event_facts(event, LINT_NOT_FACTS), check=event.check.value),
             fixes=(

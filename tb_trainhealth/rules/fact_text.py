@@ -14,7 +14,18 @@ from tb_trainhealth.findings import Fact
 MAX_VALUE_CHARS = 300  # a crash message or a long op list: the start says enough
 MAX_ITEMS = 12  # class counts, pipeline ops, layers: the rest as "... (N more)"
 # A lint event's fields that are not measurements of the data.
-LINT_NOT_FACTS = ("step", "check", "layer", "activation", "from_logits", "units", "rate", "output_range")
+LINT_NOT_FACTS = (
+    "step",
+    "check",
+    "layer",
+    "activation",
+    "from_logits",
+    "units",
+    "rate",
+    "output_range",
+    "constant_loss",  # worse_than_constant says these in its own words
+    "constant_how",
+)
 
 
 def text(value: Any) -> str | None:

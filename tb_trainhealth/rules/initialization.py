@@ -32,6 +32,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
@@ -212,6 +213,9 @@ def _too_large(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
     if total < INIT_GAIN or float(np.median(known)) < LAYER_GAIN:
         return []  # (a few wide layers in a deep pretrained net are not an initialiser's doing)
     large = [name for name, g in gains.items() if g is not None and g >= LAYER_GAIN]
+    nan = _first_nan(run) is not None
+    gain = None if nan else learned_anyway(run)
+    recovered = gain is not None
     listed = "; ".join(
         f"{name}: std {event.layers[name].std:.3g}, He/Glorot {_expected_std(event.layers[name]):.3g} "
         f"for fan-in {event.layers[name].fan_in} ({gains[name]:.1f}x)"
@@ -220,19 +224,27 @@ def _too_large(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
     return [
         Finding(
             code="bad_initialization",
-            severity=Severity.CRITICAL,
+            severity=Severity.INFO if recovered else Severity.CRITICAL,
             step=event.step,
             title=(
-                ("NaN" if _first_nan(run) is not None else "Loss blow-up")
+                ("NaN" if nan else "Loss blow-up")
                 + f" at {run.at(nan_at)} caused by the initial weights: they start {total:.3g}x larger "
                 "(over the network) than He/Glorot would"
+                + (f"; the run recovered (best loss {gain:.0%} below a constant prediction's)" if recovered else "")
             ),
             detail=(
                 f"{what} The cause is the initialisation, not the learning "
                 f"rate: at train start, before any update, {len(large)} layer(s) had kernels far wider than their "
                 f"fan-in allows ({listed}). Each multiplies the activations' scale, so the output starts "
                 f"{total:.3g}x too large and the first gradients overflow (or throw the ReLUs dead). Lowering the "
-                "learning rate does not help." + _preflight_note(run)
+                "learning rate does not help."
+                + _preflight_note(run)
+                + (
+                    " This run recovered from it and learned, so it cost only its first steps; the default "
+                    "initialisers would spare them."
+                    if recovered
+                    else ""
+                )
             ),
             evidence=Evidence(
                 (sig.LOSS,), event.step, nan_at, large[0] if large else None, facts=_kernel_facts(event, large, gains)

@@ -16,10 +16,10 @@ from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
+from tb_trainhealth.rules.constant_yardstick import constant_baseline
 from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.run_setup import large_rate, number
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
-from tb_trainhealth.rules.training_data import constant_baseline
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
 from tb_trainhealth.signals import RunSignals, Series
 

@@ -17,8 +17,9 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
-from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, PROBABILISTIC_LOSSES, LintCheck, LossKind
+from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.constant_yardstick import beats_constant, constant_baseline
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.series_math import finite_part
@@ -247,18 +248,9 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
 CHANCE_MARGIN = 0.07
 MIN_CHANCE_EPOCHS = 4
 MEMORISED = 0.15
-# ...and the best validation loss no more than this share below the prior's entropy (what the
-# constant prediction costs; the plateau rule's BASELINE_TOLERANCE), or, when that is unknown
-# (a custom loss), a chance band (sum p^2 to max p) at most this wide.
-VAL_LOSS_TOLERANCE = 0.03
+# Without a constant prediction's loss (an unknown loss), a chance band (sum p^2 to max p) at most
+# this wide is judged on its own.
 NARROW_CHANCE_BAND = 0.1
-
-
-def beats_constant(loss: float, baseline: float) -> bool:
-    """A loss clear of what the constant prediction costs: something learned carries over."""
-    return loss < (1 - VAL_LOSS_TOLERANCE) * baseline
-
-
 # A model that memorises slowly (a CNN on shuffled labels, 25 epochs) reaches less: training
 # accuracy MEMORISED_SLOWLY above chance is enough where the losses confirm it, the training loss
 # at least LOSS_MEMORISED below the constant prediction's while the validation loss never beats
@@ -504,30 +496,3 @@ def class_mix_differs(run: RunSignals) -> list[Finding]:
             fixes=MIX_FIXES,
         )
     ]
-
-
-def constant_baseline(run: RunSignals) -> tuple[float, str] | None:
-    """The loss a model that ignores its input reaches (predicting the label frequencies, or
-    the mean target), from the sampled label statistics: (value, how it is computed)."""
-    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
-    if stats is None:
-        return None
-    loss = stats.loss
-    if loss in CATEGORICAL_LOSSES and stats.class_counts:
-        p = np.asarray(stats.class_counts, np.float64)
-        p = p[p > 0] / p.sum() if p.sum() > 0 else p
-        if len(p) < 2:
-            return None
-        entropy = float(-(p * np.log(p)).sum())
-        return (
-            entropy,
-            f"the entropy of the label frequencies over {len(p)} classes (ln {len(p)} = {np.log(len(p)):.3g} if balanced)",
-        )
-    mean, variance = stats.mean, stats.variance
-    if loss == LossKind.BINARY_CROSSENTROPY and mean is not None and 0 < mean < 1:
-        return float(
-            -(mean * np.log(mean) + (1 - mean) * np.log(1 - mean))
-        ), f"the entropy of a {mean:.0%} positive rate"
-    if loss == LossKind.MEAN_SQUARED_ERROR and variance is not None and variance > 0:
-        return variance, "the variance of the targets (predicting their mean)"
-    return None

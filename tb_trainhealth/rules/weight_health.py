@@ -16,8 +16,6 @@ from tb_trainhealth.signals import RunSignals
 
 # Above this the steps are too large to settle (7x above the largest healthy value measured).
 HIGH_UPDATE_RATIO = 1e-2
-# Below this the weights barely move (26x below the smallest healthy value measured).
-LOW_UPDATE_RATIO = 1e-5
 MIN_SAMPLES = 3
 
 
@@ -30,6 +28,6 @@ def update_ratio_level(run: RunSignals) -> float | None:
     late = ratios.values[ratios.steps >= (ratios.steps[0] + ratios.steps[-1]) / 2]
     with np.errstate(all="ignore"):
         late = np.where(np.isfinite(late) & (late > 0), late, np.nan)
-        per_sample = np.nanmedian(late, axis=1) if np.isfinite(late).any() else np.array([np.nan])
-    per_sample = per_sample[np.isfinite(per_sample)]
+    late = late[np.isfinite(late).any(axis=1)]  # (a sample with no finite ratio has no median: NaN weights)
+    per_sample = np.nanmedian(late, axis=1) if late.size else np.array([])
     return float(np.median(per_sample)) if per_sample.size else None

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from tb_trainhealth.callback.frameworks.which_keras import keras_of
+from tb_trainhealth.callback.lint import constant_prediction
 from tb_trainhealth.callback.lint.model_lint import loss_of, output_activation
 from tb_trainhealth.callback.lint.submodel import call_submodel
 from tb_trainhealth.contract.events import LintEvent
@@ -236,17 +237,25 @@ def check_input_scale(model: keras.Model, inputs: Any) -> list[LintEvent]:
     ]
 
 
+def _output_shape(model: keras.Model) -> tuple[int, ...] | None:
+    """One sample's output shape, where the model's single output has a fully known one."""
+    outputs = getattr(model, "outputs", None) or []
+    shape = tuple(outputs[0].shape[1:]) if len(outputs) == 1 else None
+    return shape if shape and all(isinstance(n, int) for n in shape) else None
+
+
 class BatchLint:
     """Lints the first batch at once; gathers label statistics over the first LABEL_BATCHES."""
 
     def __init__(self, model: keras.Model):
         self.model = model
-        self.loss, _ = loss_of(model)
+        self.loss, self.from_logits = loss_of(model)
         self.activation, self.layer, self.units = output_activation(model)
         self.ignore_class = ignore_class_of(model)
         self.batches_seen = 0
         self._class_counts: np.ndarray | None = None
         self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
+        self._targets: list[np.ndarray] = []  # the first batches' labels, for the constant yardstick
         self._statistics_given = False
         self._scale_checked = False
         self.first_inputs: Any = None  # the first batches' inputs: the activation probe's batch
@@ -268,6 +277,8 @@ class BatchLint:
             events += self._input_scale()
         if labels is not None and (self.loss is not None or self._custom_classifier):
             self._gather(labels)
+        if labels is not None and sum(len(t) for t in self._targets) < constant_prediction.MAX_ROWS:
+            self._targets.append(labels)
         if self.batches_seen == LABEL_BATCHES:
             events += self.label_statistics()
         return events
@@ -333,12 +344,12 @@ class BatchLint:
             self._moments += (values.size, values.sum(), np.square(values).sum())
 
     def label_statistics(self) -> list[LintEvent]:
-        """Once: class counts (classification) or target mean/variance (regression), and
-        `single_class` when nearly every sampled label is one class."""
-        if (self.loss is None and not self._custom_classifier) or self._statistics_given or self.batches_seen == 0:
+        """Once: class counts (classification) or target mean/variance (regression), what a
+        constant prediction scores, and `single_class` when nearly every sampled label is one class."""
+        if self._statistics_given or self.batches_seen == 0:
             return []
         self._statistics_given = True
-        base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen}
+        base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen, **self._constant()}
         if self._class_counts is not None and self._class_counts.sum() > 0:
             counts = self._class_counts
             stats = LintEvent(0, LintCheck.LABEL_STATISTICS, class_counts=tuple(counts.tolist()), **base)
@@ -363,7 +374,23 @@ class BatchLint:
             return [
                 LintEvent(0, LintCheck.LABEL_STATISTICS, count=int(count), mean=float(mean), variance=variance, **base)
             ]
-        return []
+        return [LintEvent(0, LintCheck.LABEL_STATISTICS, **base)] if "constant_loss" in base else []
+
+    def _constant(self) -> dict[str, Any]:
+        """`constant_loss` and `constant_how` where a constant prediction can be scored."""
+        try:
+            targets = np.concatenate([np.asarray(t) for t in self._targets]) if self._targets else None
+        except ValueError:  # batches of different trailing shapes (sequences): no yardstick
+            return {}
+        loss = getattr(self.model, "loss", None)
+        if isinstance(loss, str):
+            loss = keras_of(self.model).losses.get(loss)
+        if targets is None or not callable(loss):
+            return {}
+        found = constant_prediction.constant_score(
+            loss, targets, self.units, self.loss, self.from_logits, _output_shape(self.model)
+        )
+        return {"constant_loss": found[0], "constant_how": found[1]} if found else {}
 
     def finish(self) -> list[LintEvent]:
         """The input scale and label statistics of a fit shorter than the batches they sample."""

@@ -6,6 +6,9 @@ Runs once in `on_train_begin` (no data needed) and returns plain events; the rul
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import keras
 
 from tb_trainhealth.callback.frameworks.which_keras import keras_of
@@ -16,16 +19,47 @@ from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck, LossK
 def loss_of(model: keras.Model) -> tuple[LossKind | None, bool | None]:
     """(loss kind, from_logits) for a single built-in cross-entropy or regression loss
     (from_logits is None for regression losses), else (None, None)."""
-    loss = getattr(model, "loss", None)
+    return resolve_loss(getattr(model, "loss", None), keras_of(model))
+
+
+# Modules whose loss functions are Keras' own: a user's function that happens to be named
+# "mse" is not the built-in.
+BUILT_IN_MODULES = ("keras", "tf_keras", "tensorflow")
+
+
+def resolve_loss(loss: Any, keras_module: Any) -> tuple[LossKind | None, bool | None]:
+    """The built-in loss behind what users pass to compile: a string ("mse"), a function
+    (`keras.losses.categorical_crossentropy`), a partial of one (`from_logits=True`), a
+    `keras.losses` instance, or a `LossFunctionWrapper` around a built-in function. A lambda
+    or a function of the user's own is (None, None): nothing is assumed about it."""
     if isinstance(loss, str):
         kind = LossKind.named(loss)
-        return (kind, False if kind.is_probabilistic else None) if kind is not None else (None, None)
-    if isinstance(loss, keras_of(model).losses.Loss):
+        return _with_logits(kind, False)
+    if isinstance(loss, functools.partial):
+        kind, _ = resolve_loss(loss.func, keras_module)
+        return _with_logits(kind, bool(loss.keywords.get("from_logits", False)))
+    if isinstance(loss, keras_module.losses.Loss):
         kind = LossKind.of_class(type(loss).__name__)
-        if kind is None or not kind.is_probabilistic:
-            return kind, None
-        return kind, bool(loss.get_config().get("from_logits", False))
+        if kind is None:  # a LossFunctionWrapper (or subclass) around a built-in function
+            kind, _ = resolve_loss(getattr(loss, "fn", None), keras_module)
+        config = _config(loss)
+        return _with_logits(kind, bool(config.get("from_logits", False)))
+    if callable(loss) and str(getattr(loss, "__module__", "")).startswith(BUILT_IN_MODULES):
+        return _with_logits(LossKind.named(getattr(loss, "__name__", "")), False)
     return None, None
+
+
+def _with_logits(kind: LossKind | None, from_logits: bool) -> tuple[LossKind | None, bool | None]:
+    if kind is None:
+        return None, None
+    return kind, (from_logits if kind.is_probabilistic else None)
+
+
+def _config(loss: Any) -> dict[str, Any]:
+    try:
+        return loss.get_config() or {}
+    except Exception:  # a subclass whose get_config needs arguments it was not given
+        return {}
 
 
 def _layers(model: keras.Model) -> list[keras.layers.Layer]:

@@ -38,7 +38,9 @@ def clone_compiled(model: keras.Model) -> keras.Model:
         raise CloneError(f"the model could not be cloned ({type(err).__name__}: {err})") from err
     config: dict[str, Any] = {}
     try:
-        config = model.get_compile_config() or {}
+        with warnings.catch_warnings():  # Keras warns of a lambda loss each time it serialises one
+            warnings.simplefilter("ignore", UserWarning)
+            config = model.get_compile_config() or {}
     except Exception:  # (a compile config that does not serialize: loss weights are then left out)
         config = {}
     clone.compile(

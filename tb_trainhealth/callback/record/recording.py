@@ -183,6 +183,11 @@ class Recording:
             if tag in sig.OUR_SCALARS:
                 self.memory.add_series(sig.OUR_SCALARS[tag], [step], [value])
 
+    def machine_load(self, step: int, other_cpu_share: float) -> None:
+        """How busy other processes kept the machine over the epoch that ended at `step`."""
+        self.open().write_scalars(step, {tags.TAG_OTHER_CPU_SHARE: other_cpu_share})
+        self.memory.add_series(sig.OTHER_CPU_SHARE, [step], [other_cpu_share])
+
     def event(self, event: Event) -> None:
         """An event for the log (at the next `write_events`) and, as a reader will see it, for the
         engine; from any thread (a part the watchdog's thread turns off)."""

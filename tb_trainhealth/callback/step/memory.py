@@ -26,6 +26,31 @@ def host_rss_mb() -> float | None:
     return current if current is not None else _peak_rss_mb()
 
 
+# cgroup v2 (containers, CI runners): the process's memory allowance, or "max".
+CGROUP_MEMORY_MAX = "/sys/fs/cgroup/memory.max"
+
+
+def host_memory_limit_mb() -> float | None:
+    """What this process may hold, in MiB: the smallest of the machine's RAM, its container's
+    allowance and an address-space rlimit; None where none is known. `memory_growth` projects a
+    climb onto it: a leak is urgent only where it reaches this before the run ends."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20)
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open(CGROUP_MEMORY_MAX) as allowance:
+            limits.append(int(allowance.read().strip()) / 2**20)
+    except (OSError, ValueError):  # no cgroup v2, or "max"
+        pass
+    if resource is not None:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append(soft / 2**20)
+    return min(limits) if limits else None
+
+
 def host_memory_unavailable() -> str | None:
     """Why host memory cannot be read on this platform, or None where it can."""
     if os.path.exists(PROC_STATM) or resource is not None:
