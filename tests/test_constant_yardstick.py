@@ -95,6 +95,19 @@ def test_a_custom_loss_gets_a_yardstick_from_itself(tmp_path):
     assert stats.constant_loss == pytest.approx(y[:384].var(), rel=1e-3)
 
 
+def test_a_loss_no_check_understands_is_said_once_and_a_built_in_function_is_not(tmp_path):
+    y = (RNG.normal(size=512) * 3 + 5).astype("float32")
+
+    def my_loss(y_true, y_pred):
+        return keras.ops.mean(keras.ops.abs(y_true - y_pred[:, 0]))
+
+    _, custom = fit(tmp_path, "custom", y, keras.layers.Dense(1), my_loss)
+    _, built_in = fit(tmp_path, "built_in", y, keras.layers.Dense(1), keras.losses.mean_absolute_error)
+    (said,) = [f for f in custom if f.evidence.check == "custom_loss"]
+    assert said.severity == Severity.INFO and "`my_loss`" in said.title and "yardstick still holds" in said.detail
+    assert not [f for f in built_in if f.evidence.check == "custom_loss"]
+
+
 def test_a_relu_output_under_the_cross_entropy_function_object_is_named_as_it_is_for_the_string(tmp_path):
     onehot = np.eye(4, dtype="float32")[CLASSES]
     for loss in ("categorical_crossentropy", keras.losses.categorical_crossentropy):

@@ -102,7 +102,10 @@ def describe_loss(loss: Any) -> str | None:
         return loss
     if isinstance(loss, functools.partial):
         return describe_loss(loss.func)
-    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
+    name = getattr(loss, "name", None)
+    if name == "loss_function_wrapper" and callable(getattr(loss, "fn", None)):
+        return describe_loss(loss.fn)  # Keras' wrapper around a function: the function is the loss
+    return name or getattr(loss, "__name__", None) or type(loss).__name__
 
 
 def planned_end_step(base_step: int, params: dict[str, Any]) -> int | None:

@@ -11,9 +11,9 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
-from tb_trainhealth.contract.vocab import LintCheck
+from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import constant_baseline
+from tb_trainhealth.rules.constant_yardstick import constant_baseline, yardstick
 from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.rules.run_setup import Penalty, strong_penalties
 from tb_trainhealth.rules.training_data import chance_band
@@ -205,4 +205,39 @@ def check_model_config(run: RunSignals) -> list[Finding]:
     findings = [_lint_finding(event, confirmed) for event in events]
     if penalties and confirmed is not None:
         findings.insert(0, _penalty_finding(run, penalties, confirmed))
-    return findings
+    return findings + _custom_loss(run)
+
+
+def _custom_loss(run: RunSignals) -> list[Finding]:
+    """Once, where the callback recorded a loss no check understands (a lambda, a function of the
+    user's own, a built-in the checks do not model): which checks cannot judge this run."""
+    name = run.info.loss
+    if not run.has_health_data or not name or LossKind.named(name) or LossKind.of_class(name):
+        return []
+    stick = yardstick(run)
+    measured = (
+        f"The constant-prediction yardstick still holds: scored with your loss itself, {stick.how} gives "
+        f"{stick.value:.4g}, and worse_than_constant judges the run against it."
+        if stick is not None
+        else "No constant prediction could be scored with it either (its output or targets did not fit one)."
+    )
+    return [
+        Finding(
+            code="model_config",
+            severity=Severity.INFO,
+            step=None,
+            title=f"The loss `{name}` is not one of Keras' losses the checks know: the loss-specific checks are off",
+            detail=(
+                f"This run trains on `{name}`, a loss of your own (or one the checks do not model), so the checks "
+                "that need to know what a loss expects are not applied: last layer against the loss, label "
+                "encoding against the loss, the initial loss, the plateau at the label entropy. " + measured
+            ),
+            evidence=Evidence((), facts=(Fact("loss", name),), check="custom_loss"),
+            fixes=(
+                Fix(
+                    "Where the loss is a built-in one in disguise, pass Keras' own: every check then applies.",
+                    "model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), ...)  # not lambda y, p: ...",
+                ),
+            ),
+        )
+    ]
