@@ -83,7 +83,17 @@ def functional_mlp(divide_by: float) -> keras.Model:
 REGRESSION_Y = (300 + 50 * np.tanh(X[:, 0])).astype("float32")  # targets in the hundreds
 
 # name: (broken run, healthy twin, expected code, text the first fixes must hold)
+# Multi-label targets: each sample carries its class and, for a third of them, the next class too.
+MULTI_HOT = np.eye(CLASSES, dtype="float32")[Y]
+MULTI_HOT[::3] += np.eye(CLASSES, dtype="float32")[(Y[::3] + 1) % CLASSES]
+
 CASES = {
+    "multi-hot rows under categorical_crossentropy (one sigmoid per class with binary cross-entropy is fine)": (
+        lambda p: train(p, mlp(CLASSES, "softmax"), keras.losses.categorical_crossentropy, X, MULTI_HOT),
+        lambda p: train(p, mlp(CLASSES, "sigmoid"), keras.losses.binary_crossentropy, X, MULTI_HOT),
+        "label_problem",
+        "BinaryCrossentropy(from_logits=True)",
+    ),
     "one-unit softmax": (
         lambda p: train(p, mlp(1, "softmax"), "binary_crossentropy", X, (Y == 0).astype("float32")),
         lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),

@@ -115,6 +115,26 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.CRITICAL,
     ),
+    LintCheck.ROWS_NOT_ONE_CLASS: (
+        "Label rows are not one class each: multi-hot targets under categorical_crossentropy",
+        "{share:.0%} of the first batch's label rows (shape {label_shape}) do not sum to 1 (up to {classes} "
+        "classes marked in one row): categorical_crossentropy and a softmax share one unit of probability "
+        "among the classes, so a sample with several labels can never be predicted right, and its loss "
+        "never reaches 0. Several labels per sample is a multi-label task.",
+        (
+            Fix(
+                "Multi-label: one sigmoid per class and binary cross-entropy.",
+                "keras.layers.Dense(n_classes)  # logits\n"
+                "loss = keras.losses.BinaryCrossentropy(from_logits=True)\n"
+                "metrics = [keras.metrics.BinaryAccuracy(threshold=0.0)]",
+            ),
+            Fix(
+                "One class per sample: keep one 1 per row.",
+                "assert (y.sum(axis=1) == 1).all(), np.unique(y.sum(axis=1), return_counts=True)",
+            ),
+        ),
+        Severity.WARNING,
+    ),
     LintCheck.SINGLE_CLASS: (
         "Labels are (nearly) all one class",
         "{share:.1%} of the {labels} labels in the first {batches} batches are class {class}: the model can "

@@ -18,21 +18,13 @@ import tensorflow as tf
 
 from tb_trainhealth.callback.frameworks.which_keras import keras_of
 from tb_trainhealth.callback.lint import constant_prediction
+from tb_trainhealth.callback.lint.label_lint import check_labels, check_output_range, ignore_class_of, is_integral
 from tb_trainhealth.callback.lint.model_lint import loss_of, output_activation
 from tb_trainhealth.callback.lint.submodel import call_submodel
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, REGRESSION_LOSSES, LintCheck, LossKind
 
 LABEL_BATCHES = 20
-# What each last-layer activation can output (None: unbounded on that side).
-OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
-    "sigmoid": (0.0, 1.0),
-    "softmax": (0.0, 1.0),
-    "tanh": (-1.0, 1.0),
-    "relu": (0.0, None),
-    "softplus": (0.0, None),
-    "elu": (-1.0, None),
-}
 # Inputs whose typical magnitude is beyond this are far outside the scale weights are
 # initialised for (Glorot/He assume unit-variance inputs): raw 0-255 pixels, prices, counts.
 UNNORMALIZED_SCALE = 20.0
@@ -102,83 +94,6 @@ def _as_array(value: Any) -> np.ndarray | None:
     if tf.is_tensor(value) and not isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
         return value.numpy()
     return None
-
-
-def _is_integral(values: np.ndarray) -> bool:
-    return values.size > 0 and np.issubdtype(values.dtype, np.number) and bool(np.all(np.mod(values, 1) == 0))
-
-
-def ignore_class_of(model: keras.Model) -> int | None:
-    """The label a sparse cross-entropy skips (`ignore_class=`, e.g. 255 for unlabelled pixels)."""
-    loss = getattr(model, "loss", None)
-    value = loss.get_config().get("ignore_class") if isinstance(loss, keras_of(model).losses.Loss) else None
-    return value if isinstance(value, int) else None
-
-
-def check_labels(
-    loss: LossKind, units: int | None, labels: np.ndarray, ignore_class: int | None = None
-) -> list[LintEvent]:
-    """Labels that do not fit the loss (each check as Keras' losses define their targets)."""
-    if labels.size == 0 or not np.issubdtype(labels.dtype, np.number):
-        return []
-    if ignore_class is not None and loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY:
-        labels = labels[labels != ignore_class]
-        if labels.size == 0:
-            return []
-    low, high = float(np.min(labels)), float(np.max(labels))
-
-    def found(check: LintCheck, classes: int | None = None) -> list[LintEvent]:
-        shape = tuple(int(n) for n in labels.shape)
-        return [
-            LintEvent(
-                0, check, loss=loss, units=units, label_min=low, label_max=high, label_shape=shape, classes=classes
-            )
-        ]
-
-    one_column = labels.ndim == 1 or labels.shape[-1] == 1
-    if loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1 and one_column and _is_integral(labels):
-        return found(LintCheck.INTEGER_LABELS_FOR_CATEGORICAL)
-    # One-hot rows are as wide as the output; sparse labels of sequences or images also have
-    # extra axes, but their last axis is time or width.
-    sparse = loss == LossKind.SPARSE_CATEGORICAL_CROSSENTROPY
-    if sparse and np.issubdtype(labels.dtype, np.floating) and not _is_integral(labels):
-        # The sparse loss casts labels to integer class ids: 0.3 and 0.9 both become class 0.
-        classes = int(np.unique(np.floor(labels[np.isfinite(labels)])).size)
-        return found(LintCheck.FRACTIONAL_SPARSE_LABELS, classes)
-    if sparse and labels.ndim >= 2 and labels.shape[-1] == units:
-        rows_one_hot = _is_integral(labels) and low >= 0 and high <= 1 and np.all(labels.sum(axis=-1) == 1)
-        if rows_one_hot:
-            return found(LintCheck.ONEHOT_LABELS_FOR_SPARSE)
-    if sparse and units and (high >= units or low < 0):
-        return found(LintCheck.LABEL_OUT_OF_RANGE)
-    if loss == LossKind.BINARY_CROSSENTROPY and (low < 0 or high > 1):
-        classes = int(high) + 1 if _is_integral(labels) and low >= 0 else None
-        return found(LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL, classes)
-    return []
-
-
-def check_output_range(loss: LossKind, activation: str, layer: str, targets: np.ndarray) -> list[LintEvent]:
-    """Regression targets the last layer's activation cannot produce."""
-    if loss not in REGRESSION_LOSSES or activation not in OUTPUT_RANGES or targets.size == 0:
-        return []
-    low, high = OUTPUT_RANGES[activation]
-    target_low, target_high = float(np.min(targets)), float(np.max(targets))
-    below = low is not None and target_low < low - 1e-6
-    above = high is not None and target_high > high + 1e-6
-    if not (below or above):
-        return []
-    return [
-        LintEvent(
-            0,
-            LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
-            loss=loss,
-            layer=layer,
-            activation=activation,
-            output_range=(low, high),
-            label_min=target_low,
-            label_max=target_high,
-        )
-    ]
 
 
 def first_layer_input(model: keras.Model, inputs: Any) -> np.ndarray | None:
@@ -329,7 +244,7 @@ class BatchLint:
             )
             if one_hot and labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
                 counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
-            elif _is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
+            elif is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
                 counts = np.bincount(labels.astype(np.int64).reshape(-1))
             else:
                 return
