@@ -83,6 +83,15 @@ def test_a_regression_yardstick_is_the_targets_variance_for_mse_and_their_median
     assert "median" in label_statistics(mae).constant_how
 
 
+@pytest.mark.parametrize("loss", ["binary_crossentropy", keras.losses.BinaryCrossentropy()], ids=["string", "instance"])
+def test_the_yardstick_of_integer_labels_against_one_sigmoid_is_the_entropy_of_their_positive_rate(tmp_path, loss):
+    """(n,) integer labels against (n, 1) outputs: aligned as compile() aligns them."""
+    labels = (X[:, 0] > 0.3).astype("int64")
+    run, _ = fit(tmp_path, "run", labels, keras.layers.Dense(1, activation="sigmoid"), loss)
+    p = labels[:384].mean()
+    assert label_statistics(run).constant_loss == pytest.approx(-(p * np.log(p) + (1 - p) * np.log(1 - p)), rel=1e-3)
+
+
 def test_a_custom_loss_gets_a_yardstick_from_itself(tmp_path):
     y = (RNG.normal(size=512) * 3 + 5).astype("float32")
 

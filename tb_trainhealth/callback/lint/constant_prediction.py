@@ -92,10 +92,15 @@ def _values(center: np.ndarray) -> str:
 
 
 def _evaluate(loss: Any, targets: np.ndarray, prediction: np.ndarray) -> float | None:
-    """The loss as compile() would compute it (mean over samples); None where it fails."""
+    """The loss as compile() would compute it (mean over samples); None where it fails. Like
+    compile's loss wrapper, targets one rank short of a one-wide prediction get that axis
+    ((n,) labels against (n, 1) outputs); class ids against class scores stay integers."""
     try:
         y_true = tf.constant(targets)
-        if not y_true.dtype.is_integer:
+        if y_true.shape.rank == len(prediction.shape) - 1 and prediction.shape[-1] == 1:
+            y_true = tf.expand_dims(y_true, -1)
+        sparse = y_true.shape.rank < len(prediction.shape)
+        if not (sparse and y_true.dtype.is_integer):
             y_true = tf.cast(y_true, tf.float32)
         value = loss(y_true, tf.constant(prediction, tf.float32))
         value = float(np.mean(np.asarray(value)))
