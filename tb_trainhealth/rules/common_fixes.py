@@ -20,7 +20,7 @@ CLIP_FIX = Fix(
     "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
 )
 LR_FIX_LOWER = Fix(
-    "Lower the learning rate (try 3-10x lower).",
+    "Lower the learning rate 10x (then 3x up or down from there, watching the loss).",
     "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-4), loss=..., metrics=...)",
 )
 LR_FIX_SCHEDULE = Fix(
@@ -28,7 +28,7 @@ LR_FIX_SCHEDULE = Fix(
     "keras.callbacks.ReduceLROnPlateau(monitor='loss', factor=0.5, patience=3)",
 )
 CLIPPED_ALREADY = Fix(
-    "Gradients are already clipped: lower the learning rate (3-10x) so each step moves less.",
+    "Gradients are already clipped: lower the learning rate 10x so each step moves less.",
     LR_FIX_LOWER.code,
 )
 RESTORE_BEST_FIX = Fix(
@@ -72,8 +72,8 @@ def _with_learning_rate(run: RunSignals, fix: Fix) -> Fix:
     if fix.code is None or rate is None or not _LEARNING_RATE.search(fix.code):
         return fix
     optimizer = run.info.optimizer if run.info.optimizer in _OPTIMIZERS else "Adam"
-    code = _LEARNING_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate / 10:.1g}", fix.code)
-    return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}")
+    code = _LEARNING_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate / 10:.2g}", fix.code)
+    return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}: 10x lower")
 
 
 def _with_higher_rate(run: RunSignals, fix: Fix) -> Fix:
@@ -82,8 +82,8 @@ def _with_higher_rate(run: RunSignals, fix: Fix) -> Fix:
     if fix.code is None or rate is None or not fix.text.startswith(RAISE) or not _HIGHER_RATE.search(fix.code):
         return fix
     optimizer = run.info.optimizer if run.info.optimizer in _OPTIMIZERS else "Adam"
-    code = _HIGHER_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate * 10:.1g}", fix.code)
-    return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}")
+    code = _HIGHER_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={rate * 10:.2g}", fix.code)
+    return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}: 10x higher")
 
 
 def _lowers_rate(fix: Fix) -> bool:
