@@ -15,7 +15,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Severity
-from tb_trainhealth.rules.constant_yardstick import check_worse_than_constant
+from tb_trainhealth.rules.constant_yardstick import check_far_worse_than_constant, check_worse_than_constant
 from tb_trainhealth.signals import RunSignals, Series
 
 RNG = np.random.default_rng(0)
@@ -133,7 +133,7 @@ def test_a_sigmoid_fitted_to_targets_far_outside_its_range_is_worse_than_a_const
     squared = lambda y_true, y_pred: keras.ops.mean(keras.ops.square(y_true - y_pred[:, 0]))  # noqa: E731
     _, findings = fit(tmp_path, "sigmoid", y, keras.layers.Dense(1, activation="sigmoid"), squared, epochs=4)
     found = [f for f in findings if f.code == "worse_than_constant"]
-    assert found and found[0].severity == Severity.WARNING, [f.code for f in findings]
+    assert found and found[0].severity == Severity.CRITICAL, [f.code for f in findings]  # 14x the constant
     assert "worse than a constant" in found[0].title.lower()
 
 
@@ -165,13 +165,22 @@ def synthetic(constant: float, val: list[float], train: list[float] | None = Non
 
 
 def test_a_loss_that_falls_but_never_reaches_the_constant_is_worse_than_it():
-    (finding,) = check_worse_than_constant(synthetic(2.0, [58, 50, 44, 40, 37]))
-    assert finding.severity == Severity.WARNING and "18x" in finding.title
+    (finding,) = check_far_worse_than_constant(synthetic(2.0, [58, 50, 44, 40, 37]))
+    assert finding.severity == Severity.CRITICAL and "18x" in finding.title
+    assert check_worse_than_constant(synthetic(2.0, [58, 50, 44, 40, 37])) == []
+
+
+def test_a_loss_still_falling_a_little_above_the_constant_is_on_its_way_and_a_flat_one_is_not():
+    assert check_worse_than_constant(synthetic(2.0, [5.0, 4.0, 3.2, 2.7, 2.4])) == []  # 1.2x, falling 25%
+    (flat,) = check_worse_than_constant(synthetic(2.0, [2.6, 2.45, 2.42, 2.43, 2.41]))  # 1.2x, flat
+    assert flat.severity == Severity.WARNING
 
 
 def test_a_model_collapsed_onto_the_mean_after_a_blown_up_first_epoch_is_named():
-    (finding,) = check_worse_than_constant(synthetic(2.0, [1e5, 2.004, 2.001, 2.0], [3e5, 2.01, 2.002, 2.001]))
-    assert "collapsed" in finding.title and "blew up" in finding.detail
+    run = synthetic(2.0, [1e5, 2.004, 2.001, 2.0], [3e5, 2.01, 2.002, 2.001])
+    (finding,) = check_far_worse_than_constant(run)
+    assert "collapsed" in finding.title and "blew up" in finding.detail and finding.severity == Severity.CRITICAL
+    assert check_worse_than_constant(run) == []
 
 
 def test_a_loss_near_the_constant_on_data_with_little_signal_is_not_a_finding():

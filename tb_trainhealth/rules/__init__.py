@@ -13,7 +13,7 @@ from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules.activations import check_dead_relu, check_saturated_activation
 from tb_trainhealth.rules.baseline import check_worse_than_baseline
 from tb_trainhealth.rules.class_balance import check_majority_class
-from tb_trainhealth.rules.constant_yardstick import check_worse_than_constant
+from tb_trainhealth.rules.constant_yardstick import check_far_worse_than_constant, check_worse_than_constant
 from tb_trainhealth.rules.crashes import check_oom, check_training_crash
 from tb_trainhealth.rules.data_scale import check_unnormalized_input, check_unnormalized_target
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
@@ -87,7 +87,7 @@ _STUCK_AT_BASELINE = {
     "majority_class": Severity.WARNING,
     "unnormalized_target": Severity.WARNING,
     "loss_metric_mismatch": Severity.WARNING,
-    "worse_than_constant": Severity.WARNING,  # ...or no better than one: the plateau is that
+    "worse_than_constant": Severity.CRITICAL,  # ...far worse than one, or collapsed onto it: the plateau is that
 }
 
 # A first loss far off, or a fit stuck at the constant prediction, that the lint already explains
@@ -173,12 +173,25 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_unnormalized_target, ("unnormalized_target",)),
     RuleSpec(check_majority_class, ("majority_class",), defers_to={"model_config": Severity.WARNING}),
     RuleSpec(check_loss_metric_mismatch, ("loss_metric_mismatch",)),
-    # A run no better than a constant prediction, where no other finding names why.
+    # A run no better than a constant prediction, where no other finding names why (a plateau
+    # names a learning rate too small to move the weights).
     RuleSpec(
         check_worse_than_constant,
         ("worse_than_constant",),
         final_only=True,
-        defers_to={**_BROKEN_SET_UP, **_BAD_INIT, "loss_divergence": Severity.WARNING},
+        defers_to={
+            **_BROKEN_SET_UP,
+            **_BAD_INIT,
+            "loss_divergence": Severity.WARNING,
+            "loss_plateau": Severity.WARNING,
+        },
+    ),
+    # ...far worse than it, or collapsed onto it after a blow-up: that, not a plateau, is what to fix.
+    RuleSpec(
+        check_far_worse_than_constant,
+        ("worse_than_constant",),
+        final_only=True,
+        defers_to={**_BROKEN_SET_UP, **_BAD_INIT},
     ),
     RuleSpec(check_bad_initialization, ("bad_initialization",), sees_past_nan=True),
     RuleSpec(

@@ -7,11 +7,12 @@ that a constant would not give, whatever the loss, the label encoding or the met
 the validation loss where there is one (no dropout, not weighted by class_weight), else on the
 training loss.
 
-Two findings, both warnings:
-- above: even at its best the loss stays ABOVE_CONSTANT over the yardstick. The model does worse
+Two checks:
+- above: even at its best the loss stays ABOVE_CONSTANT over the yardstick (a warning, once it
+  no longer falls; critical from FAR_ABOVE_CONSTANT, whatever its slope). The model does worse
   than ignoring its input: the output layer cannot produce the targets, the loss does not fit
   them, or the first steps wrecked the model.
-- collapsed: the loss settles onto the yardstick to COLLAPSED, training and validation alike, and
+- collapsed (critical): the loss settles onto the yardstick to COLLAPSED, training and validation alike, and
   the run shows the harm (it once stood FAR_ABOVE the yardstick, or it got clear of it and fell
   back): a model that outputs one constant. A loss merely near the yardstick, on data with
   little signal, is what a healthy model there gets: not a finding.
@@ -150,15 +151,28 @@ def learned_anyway(run: RunSignals) -> float | None:
 
 
 def check_worse_than_constant(run: RunSignals) -> list[Finding]:
+    """A loss that stays ABOVE_CONSTANT to FAR_ABOVE_CONSTANT x the yardstick, no longer falling
+    (a warning: a plateau there names its own cause first)."""
     stick, judged = yardstick(run), judged_loss(run)
     if stick is None or judged is None:
         return []
     name, series = judged
     best, last = float(np.min(series.values)), float(series.values[-1])
-    if best >= (1 + ABOVE_CONSTANT) * stick.value and (
-        best >= FAR_ABOVE_CONSTANT * stick.value or not _falling(series)
-    ):
-        return [_above(run, stick, name, series, best, last)]
+    if (1 + ABOVE_CONSTANT) * stick.value <= best < FAR_ABOVE_CONSTANT * stick.value and not _falling(series):
+        return [_above(run, stick, name, series, best, last, Severity.WARNING)]
+    return []
+
+
+def check_far_worse_than_constant(run: RunSignals) -> list[Finding]:
+    """A loss that never gets within FAR_ABOVE_CONSTANT x the yardstick, or a model collapsed onto
+    it after a blow-up (critical: the model is wasted from there on, whatever else the curve does)."""
+    stick, judged = yardstick(run), judged_loss(run)
+    if stick is None or judged is None:
+        return []
+    name, series = judged
+    best, last = float(np.min(series.values)), float(series.values[-1])
+    if best >= FAR_ABOVE_CONSTANT * stick.value:
+        return [_above(run, stick, name, series, best, last, Severity.CRITICAL)]
     return _collapsed(run, stick, name, series)
 
 
@@ -195,12 +209,14 @@ CAUSE_FIXES = (
 )
 
 
-def _above(run: RunSignals, stick: Yardstick, name: str, series: Series, best: float, last: float) -> Finding:
+def _above(
+    run: RunSignals, stick: Yardstick, name: str, series: Series, best: float, last: float, severity: Severity
+) -> Finding:
     which = "validation" if name == sig.EPOCH_VAL_LOSS else "training"
     judged_as = "" if name != sig.LOSS else " (per step, as rolling medians over a tenth of the run)"
     return Finding(
         code="worse_than_constant",
-        severity=Severity.WARNING,
+        severity=severity,
         step=int(series.steps[0]),
         title=(
             f"Worse than a constant: the {which} loss never gets below {stick.value:.4g}, what {stick.how} "
@@ -240,7 +256,7 @@ def _collapsed(run: RunSignals, stick: Yardstick, name: str, series: Series) -> 
     return [
         Finding(
             code="worse_than_constant",
-            severity=Severity.WARNING,
+            severity=Severity.CRITICAL,
             step=int(series.steps[0]),
             title=(
                 f"The model collapsed onto a constant: its loss ends at {last:.4g}, exactly what {stick.how} "
