@@ -24,12 +24,44 @@ class Severity(enum.IntEnum):
             raise ValueError(f"unknown severity {text!r} (use info, warning or critical)") from None
 
 
+class Direction(enum.Enum):
+    LOWER = "lower"
+    RAISE = "raise"
+    ADD = "add"
+
+
+@dataclasses.dataclass(frozen=True)
+class Intent:
+    """What a fix changes, as data: which setting, which way. Merging fixes, ordering them and
+    keeping one learning-rate direction per run read this, never the sentence."""
+
+    setting: str
+    direction: Direction
+
+
+# The settings fixes name (Intent.setting).
+LEARNING_RATE = "learning_rate"
+CLIPNORM = "clipnorm"
+EARLY_STOPPING = "early_stopping"
+LR_SCHEDULE = "lr_schedule"
+LOWER_RATE = Intent(LEARNING_RATE, Direction.LOWER)
+RAISE_RATE = Intent(LEARNING_RATE, Direction.RAISE)
+ADD_CLIPPING = Intent(CLIPNORM, Direction.ADD)
+ADD_EARLY_STOPPING = Intent(EARLY_STOPPING, Direction.ADD)
+ADD_LR_SCHEDULE = Intent(LR_SCHEDULE, Direction.ADD)
+
+
 @dataclasses.dataclass(frozen=True)
 class Fix:
-    """One suggested change: a short sentence and, where one exists, code to paste."""
+    """One suggested change: a short sentence and, where one exists, code to paste; `intents`
+    say what it changes (the sentence is how it is said)."""
 
     text: str
     code: str | None = None
+    intents: tuple[Intent, ...] = ()
+
+    def does(self, intent: Intent) -> bool:
+        return intent in self.intents
 
 
 @dataclasses.dataclass(frozen=True)

@@ -545,10 +545,10 @@ def test_a_leak_is_a_warning_only_where_it_reaches_the_limit_by_the_planned_end(
 
 def test_fixes_are_fitted_to_what_the_run_already_does():
     from tb_trainhealth.contract.run_info import CallbackInfo
-    from tb_trainhealth.findings import Evidence, Finding, Fix
+    from tb_trainhealth.findings import ADD_CLIPPING, ADD_EARLY_STOPPING, LOWER_RATE, Evidence, Finding, Fix
     from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, RESTORE_BEST_FIX, fit_to_run
 
-    stop = Fix("Stop early.", "keras.callbacks.EarlyStopping(monitor='val_loss', patience=3)")
+    stop = Fix("Stop early.", "keras.callbacks.EarlyStopping(monitor='val_loss', patience=3)", (ADD_EARLY_STOPPING,))
     finding = Finding("x", Severity.WARNING, 1, "t", "d", Evidence(("loss",)), (CLIP_FIX, LR_FIX_LOWER, stop))
     run = run_with(learning_rate=np.full(10, 1e-5))
     run.info = RunInfo(optimizer="SGD", clips_gradients=True, callbacks=(CallbackInfo("EarlyStopping", False),))
@@ -559,9 +559,13 @@ def test_fixes_are_fitted_to_what_the_run_already_does():
     assert not any("EarlyStopping(monitor='val_loss', patience=3)" in (f.code or "") for f in fixes)
     assert len(fixes) == len(set(fixes))  # the clip fix became the lower-rate one: listed once
     assert fit_to_run(run_with(loss=np.ones(5)), finding) == finding  # nothing known: unchanged
-    own_clip = Fix("Clip and lower the rate.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)")
+    own_clip = Fix(
+        "Clip and lower.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)", (LOWER_RATE, ADD_CLIPPING)
+    )
     (fixed,) = fit_to_run(run, dataclasses.replace(finding, fixes=(own_clip,))).fixes
-    assert "already clipped" in fixed.text  # any fix that suggests clipnorm, not only CLIP_FIX
+    assert "already clipped" in fixed.text  # any fix whose intent adds clipping, not only CLIP_FIX
+    worded = Fix("Lower the learning rate and clip.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)")
+    assert fit_to_run(run, dataclasses.replace(finding, fixes=(worded,))).fixes == (worded,)  # words are not intent
 
 
 def test_a_relative_change_that_rounds_to_nothing_reads_0_percent_never_minus_0():

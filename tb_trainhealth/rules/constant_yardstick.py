@@ -27,7 +27,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.series_math import finite_part, rolling_median
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -201,6 +201,7 @@ CAUSE_FIXES = (
     Fix(
         "Lower the learning rate 10x and watch the first epoch's loss: it should fall below the constant's.",
         "optimizer = keras.optimizers.Adam(learning_rate=1e-4)",
+        (LOWER_RATE,),
     ),
     Fix(
         "Fit 32 samples alone for 200 steps: a model that cannot get below the constant there is wired wrongly.",

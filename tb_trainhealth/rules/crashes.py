@@ -11,7 +11,7 @@ import re
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, OomEvent
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
@@ -210,7 +210,9 @@ def _fixes(category: str, message: str) -> tuple[Fix, ...]:
         return (
             Fix("A check_numerics / TerminateOnNaN guard fired: see the nonfinite finding for where it started."),
             Fix(
-                "Lower the learning rate and clip gradients.", "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)"
+                "Lower the learning rate and clip gradients.",
+                "keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
+                (LOWER_RATE, ADD_CLIPPING),
             ),
         )
     return (Fix("Read the full traceback in the training log; the message below is where it ended."),)

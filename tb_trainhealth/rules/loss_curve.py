@@ -14,7 +14,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
 from tb_trainhealth.rules.constant_yardstick import constant_baseline
 from tb_trainhealth.rules.fact_text import signed_percent
@@ -186,6 +186,7 @@ def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
             Fix(
                 f"{RAISE} to what {optimizer} needs ({good:g}), or use Adam at 1e-3.",
                 f"keras.optimizers.{optimizer}(learning_rate={good:g})",
+                (RAISE_RATE,),
             ),
         )
     why = (
@@ -195,7 +196,7 @@ def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
     )
     return (
         f"the learning rate ({rate_text}) is too small: {moved or 'it is below 1e-5'}",
-        Fix(f"{RAISE}: {why}", PLATEAU_FIXES[0].code),
+        Fix(f"{RAISE}: {why}", PLATEAU_FIXES[0].code, (RAISE_RATE,)),
     )
 
 
@@ -217,8 +218,8 @@ def _plateau_fixes(run: RunSignals, at_baseline: bool = False) -> tuple[Fix, ...
         first.append(frozen[1])
     elif at_baseline and update_ratio_level(run) is not None:
         first.append(PLATEAU_FIXES[1])  # normal-sized steps that learn nothing: the data
-    raises = any(f.text.startswith(RAISE) for f in first)
-    rest = [f for f in PLATEAU_FIXES if f not in first and not (raises and f.text.startswith(RAISE))]
+    raises = any(f.does(RAISE_RATE) for f in first)
+    rest = [f for f in PLATEAU_FIXES if f not in first and not (raises and f.does(RAISE_RATE))]
     return tuple(first) + tuple(rest)
 
 
@@ -283,6 +284,7 @@ PLATEAU_FIXES = (
     Fix(
         "Raise the learning rate (the default 1e-3 for Adam is a good start; SGD often needs 1e-2 to 1e-1).",
         "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=..., metrics=...)",
+        (RAISE_RATE,),
     ),
     Fix(
         "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",

@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
 from tb_trainhealth.rules.run_setup import rate_blew_it_up, setting
@@ -176,6 +176,7 @@ MIXED_PRECISION_FIXES = (
     Fix(
         "Clip gradients and lower the learning rate: ever larger gradients overflow float16 at any scale.",
         "optimizer = keras.optimizers.Adam(learning_rate=1e-4, clipnorm=1.0)",
+        (LOWER_RATE, ADD_CLIPPING),
     ),
 )
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import FitEndEvent
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
 from tb_trainhealth.rules.constant_yardstick import beats_constant, constant_baseline
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
@@ -122,6 +122,7 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
                 Fix(
                     "Stop at the best epoch and keep its weights.",
                     "keras.callbacks.EarlyStopping(monitor='val_loss', patience=3, restore_best_weights=True)",
+                    (ADD_EARLY_STOPPING,),
                 ),
                 Fix(
                     "Regularise: dropout and weight decay.",

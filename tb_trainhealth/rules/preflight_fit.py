@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.vocab import LintCheck
-from tb_trainhealth.findings import Finding, Fix, Severity
+from tb_trainhealth.findings import LOWER_RATE, RAISE_RATE, Finding, Fix, Severity
 from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
 from tb_trainhealth.rules.preflight import latest_preflight, loss_is_regression, preflight_evidence
 from tb_trainhealth.signals import RunSignals
@@ -196,12 +196,13 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
             Fix(
                 "Lower the learning rate 10-100x.",
                 f"optimizer = keras.optimizers.{optimizer}(learning_rate={(rate or 1e-2) / 30:.1g})",
+                (LOWER_RATE,),
             ),
         )
     if rate is not None and rate <= LOW_LEARNING_RATE:
         return (
             f"a learning rate of {rate:.3g}, orders of magnitude below the usual 1e-3",
-            Fix("Raise the learning rate.", "optimizer = keras.optimizers.Adam(learning_rate=1e-3)"),
+            Fix("Raise the learning rate.", "optimizer = keras.optimizers.Adam(learning_rate=1e-3)", (RAISE_RATE,)),
         )
     if event.no_gradient or event.zero_gradient:
         return (

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, number, optimizer_steps
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
@@ -232,10 +232,12 @@ def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str
                 "Train for more epochs and let early stopping find the end.",
                 "model.fit(..., epochs=100, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
                 "patience=5, restore_best_weights=True)])",
+                (ADD_EARLY_STOPPING,),
             ),
             Fix(
                 "Or learn faster: a higher learning rate (if the loss curve is smooth).",
                 "keras.optimizers.Adam(learning_rate=3e-3)",
+                (RAISE_RATE,),
             ),
             LR_FIX_SCHEDULE,
         ),
@@ -379,6 +381,7 @@ def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[F
             "Take more optimizer steps: more epochs, with early stopping to find the end.",
             "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
             "patience=10, restore_best_weights=True)])",
+            (ADD_EARLY_STOPPING,),
         )
     ]
     if samples and batch and batch > 64:
