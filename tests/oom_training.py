@@ -2,7 +2,7 @@
 
 Usage: python tests/oom_training.py LOG_DIR MIN_BATCH_SIZE [arrays|dataset]
 Allocations beyond the cap raise ResourceExhaustedError at once (nothing is touched);
-oneDNN is off because some of its kernels crash instead of raising (see DESIGN.md).
+oneDNN is off because some of its kernels crash the process (SIGSEGV) instead of raising.
 """
 
 from __future__ import annotations

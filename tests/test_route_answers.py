@@ -123,7 +123,7 @@ def test_series_answer_downsamples_keeping_the_first_nan_as_none(cache):
 def test_series_answer_keeps_every_point_of_a_short_series(cache):
     diagnosis = route_answers.find_diagnosis(cache, CTX, "healthy_cnn")
     full = diagnosis.signals.series["grad_norm"]
-    answer = route_answers.series_answer(diagnosis, ["grad_norm"], points=route_answers.MAX_POINTS)
+    answer = route_answers.series_answer(diagnosis, ["grad_norm"], points=route_answers.MAX_POINTS_SENT)
     assert answer["series"]["grad_norm"]["steps"] == full.steps.tolist()
     assert answer["series"]["grad_norm"]["values"] == full.values.tolist() and answer["layers"] == {}
 
@@ -134,7 +134,7 @@ def test_series_answer_keeps_every_point_of_a_short_series(cache):
         (["grad_norm", "not_a_series"], 20, "not_a_series"),
         ([""], 20, "unknown series"),
         (["grad_norm"], 1, "points must be"),
-        (["grad_norm"], route_answers.MAX_POINTS + 1, "points must be"),
+        (["grad_norm"], route_answers.MAX_POINTS_SENT + 1, "points must be"),
     ],
 )
 def test_series_answer_rejects_bad_arguments(cache, names, points, message):

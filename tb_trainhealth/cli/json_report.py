@@ -1,5 +1,5 @@
 """`diagnose --json`: the one JSON object CI jobs and scripts parse (its shape is a contract:
-DESIGN.md and the parser's epilog). Only what is in it here is promised; the results' other keys
+README's "The CLI" section and the parser's epilog). Only what is in it here is promised; the results' other keys
 (axis, diagnosed) stay internal.
 """
 

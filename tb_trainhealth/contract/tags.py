@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from tensorboard.compat.proto import summary_pb2
+from tensorboard.plugins.scalar import metadata as scalar_metadata
 
 PLUGIN_NAME = "trainhealth"
 # Discrete records (run info, events) live under a second plugin name so readers can
@@ -78,7 +79,7 @@ TAG_PREFLIGHT = "health/preflight"
 # SCALARS_EVERY-th (the writer keeps non-finite ones and a window's newest too): those dashboards
 # keep 1000 points a series, and values no one sees cost every reader of the logdir a load
 # (2 of the 4 values a step a long run would hold).
-SCALARS_PLUGIN_NAME = "scalars"
+SCALARS_PLUGIN_NAME = scalar_metadata.PLUGIN_NAME  # TensorBoard's own: "scalars"
 SCALARS_STEP_TAGS = {
     TAG_LOSS: "step/loss",
     TAG_GRAD_NORM: "step/grad_norm",

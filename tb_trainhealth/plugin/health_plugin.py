@@ -24,7 +24,7 @@ from werkzeug import wrappers
 from tb_trainhealth.contract import series, tags
 from tb_trainhealth.plugin import route_answers
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
-from tb_trainhealth.plugin.route_answers import DEFAULT_POINTS, MAX_POINTS, MIN_POINTS
+from tb_trainhealth.plugin.route_answers import DEFAULT_POINTS, MAX_POINTS_SENT, MIN_POINTS
 from tb_trainhealth.read import event_files
 from tb_trainhealth.read.reader import SignalReader
 from tb_trainhealth.run_paths import is_local
@@ -86,7 +86,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         }
 
     def data_plugin_names(self):
-        return (tags.PLUGIN_NAME, tags.RECORDS_PLUGIN_NAME, "scalars")  # Keras-only runs too
+        return (tags.PLUGIN_NAME, tags.RECORDS_PLUGIN_NAME, tags.SCALARS_PLUGIN_NAME)  # Keras-only runs too
 
     def is_active(self) -> bool:
         return True  # even an empty logdir gets the tab, with the snippet to start
@@ -131,7 +131,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         run = _param(request, "run")
         diagnosis = route_answers.find_diagnosis(self._cache(request), _ctx(request), run)
         names = _param(request, "names").split(",")
-        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS)
+        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS_SENT)
         return route_answers.series_answer(diagnosis, names, points)
 
     def _compare(self, request) -> dict[str, Any]:
@@ -139,7 +139,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         run of the same model)."""
         _check_params(request, allowed=("run", "baseline", "points"))
         run, baseline = _param(request, "run"), _param(request, "baseline")
-        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS)
+        points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS_SENT)
         return route_answers.compare_answer(self._cache(request), _ctx(request), run, baseline, points)
 
 

@@ -31,7 +31,7 @@ from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.timeline import timeline
 
 MIN_POINTS = 2
-MAX_POINTS = 2000
+MAX_POINTS_SENT = 2000
 DEFAULT_POINTS = 500
 # Status of a run whose first diagnosis is still running (the tab polls again soon).
 PENDING = "pending"
@@ -106,8 +106,8 @@ def series_answer(diagnosis: Diagnosis, names: list[str], points: int = DEFAULT_
     first NaN/Inf kept), non-finite values as None (JSON has no NaN).
 
     Raises InvalidArgumentError for a name the run has no series of, or `points` out of range."""
-    if not MIN_POINTS <= points <= MAX_POINTS:
-        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS}")
+    if not MIN_POINTS <= points <= MAX_POINTS_SENT:
+        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS_SENT}")
     signals = diagnosis.signals
     unknown = [n for n in names if n not in signals.series and n not in signals.layer_series]
     if unknown:
@@ -132,8 +132,8 @@ def compare_answer(
     `baseline` BEST picks the best earlier run of the same model among the runs diagnosed so far;
     with none, the answer says so (baseline None, verdict "unknown"). Raises NotFoundError for an
     unknown run or baseline, InvalidArgumentError for a run compared with itself or bad `points`."""
-    if not MIN_POINTS <= points <= MAX_POINTS:
-        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS}")
+    if not MIN_POINTS <= points <= MAX_POINTS_SENT:
+        raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS_SENT}")
     if baseline == run:
         raise errors.InvalidArgumentError(f"run and baseline are the same run ({run[:200]!r}): pick another baseline")
     ours = find_diagnosis(cache, ctx, run)

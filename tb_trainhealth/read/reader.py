@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 # Background re-listings (one at a time per reader; a few readers, one per experiment).
 _RELIST_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tb-trainhealth-relist")
-SCALARS_PLUGIN = "scalars"
+SCALARS_PLUGIN = tags.SCALARS_PLUGIN_NAME
 
 
 @dataclasses.dataclass
