@@ -5,7 +5,7 @@ the same seed and data, and prints the largest difference between their per-epoc
 difference of 0 means Keras computes the loss the right way despite the mismatch (it reads the
 logits behind a softmax or sigmoid), so the lint must not call it a problem on this Keras.
 
-Usage: python bench/keras_handles_lints.py [--eager]
+Usage: python bench/keras_handles_lints.py [--eager] [--tf-keras]
 """
 
 from __future__ import annotations
@@ -18,8 +18,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import warnings
 
-import keras
 import numpy as np
+
+if "--tf-keras" in sys.argv:
+    import tf_keras as keras
+else:
+    import keras
 
 
 def train(activation: str | None, loss, y, units: int, eager: bool) -> np.ndarray:
@@ -39,6 +43,7 @@ def train(activation: str | None, loss, y, units: int, eager: bool) -> np.ndarra
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--eager", action="store_true", help="run_eagerly=True (no graph to read the logits from)")
+    parser.add_argument("--tf-keras", action="store_true", help="legacy Keras 2 (tf_keras) instead of Keras 3")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(1)
     classes = rng.integers(0, 4, 512)

@@ -368,12 +368,14 @@ def nan_in_layer(log_dir: str, seed: int = 0):
 
 
 def softmax_with_from_logits(log_dir: str, seed: int = 0):
-    """The last layer applies softmax and the loss is told it gets logits: softmax twice."""
+    """The last layer applies softmax and the loss is told it gets logits. Keras reads the logits behind
+    the softmax itself (bench/keras_handles_lints.py: the same losses as the logits model), so this is
+    reported as info and trains like its healthy twin."""
     keras.utils.set_random_seed(seed)
     x, y = _classes(1200, 10, 4, seed)
     model = _mlp(10, 4, output_activation="softmax")
     model.compile(keras.optimizers.Adam(1e-3), SPARSE_CE, metrics=["accuracy"])
-    return _fit(model, x, y, log_dir, epochs=3)
+    return _fit(model, x, y, log_dir, epochs=12)  # long enough to converge: nothing else to report
 
 
 # -- twins: a broken run and the healthy run it is easily mistaken for ----------------------
@@ -491,7 +493,7 @@ SCENARIOS = (
     Scenario("dead_relu", dead_relu, ("dead_relu",)),
     Scenario("saturated_tanh", saturated_tanh, ("saturated_activation",)),
     Scenario("nan_in_layer", nan_in_layer, ("nonfinite",)),
-    Scenario("softmax_with_from_logits", softmax_with_from_logits, ("output_loss_mismatch",)),
+    Scenario("softmax_with_from_logits", softmax_with_from_logits, ()),  # info: Keras handles it
     Scenario("early_stopped_overfit", early_stopped_overfit, ()),
     Scenario("cut_short", cut_short, ("undertrained",)),
     Scenario("converged_in_two_epochs", converged_in_two_epochs, ()),

@@ -21,9 +21,11 @@ from tb_trainhealth.signals import RunSignals
 
 _EXPLAIN = {
     LintCheck.PROBABILITIES_AS_LOGITS: (
-        "The last layer {layer} applies {activation}, but the loss has from_logits=True: it applies "
-        "{activation} again, so gradients are squashed and training stalls or plateaus.",
-        "Drop the activation from the last layer (keep from_logits=True), or set from_logits=False.",
+        "The last layer {layer} applies {activation}, and the loss has from_logits=True. Keras sees the "
+        "{activation} and computes the loss from the logits behind it, so this trains exactly like the "
+        "logits model (the same losses to the last digit on Keras 3.15 and tf_keras 2.21, graph and eager: "
+        "python bench/keras_handles_lints.py); only code that reads the predictions as logits would be wrong.",
+        "Say what the model outputs: drop the activation from the last layer (keep from_logits=True).",
         'keras.layers.Dense({units}, name="{layer}")  # no activation\nloss = keras.losses.{cls}(from_logits=True)',
     ),
     LintCheck.LOGITS_AS_PROBABILITIES: (
@@ -61,6 +63,8 @@ _EXPLAIN = {
 
 # The model cannot learn the task at all with these.
 _CRITICAL = (LintCheck.SOFTMAX_SINGLE_UNIT, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE)
+# ...and the installed Keras already handles these: worth knowing, nothing to fix for training.
+_HANDLED_BY_KERAS = (LintCheck.PROBABILITIES_AS_LOGITS,)
 
 
 def _interval(bounds: tuple[float | None, ...]) -> str:
@@ -68,6 +72,12 @@ def _interval(bounds: tuple[float | None, ...]) -> str:
         return "a bounded range"
     low, high = ("-inf" if bounds[0] is None else f"{bounds[0]:g}"), ("inf" if bounds[1] is None else f"{bounds[1]:g}")
     return f"[{low}, {high}]"
+
+
+def _severity(check: LintCheck) -> Severity:
+    if check in _CRITICAL:
+        return Severity.CRITICAL
+    return Severity.INFO if check in _HANDLED_BY_KERAS else Severity.WARNING
 
 
 def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
@@ -87,7 +97,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
         findings.append(
             Finding(
                 code="output_loss_mismatch",
-                severity=Severity.CRITICAL if check in _CRITICAL else Severity.WARNING,
+                severity=_severity(check),
                 step=event.step,  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.value.replace('_', ' ')}",
                 detail=detail,
