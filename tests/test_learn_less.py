@@ -280,7 +280,7 @@ def test_a_loss_falling_at_a_crawl_with_frozen_steps_is_learning_too_slowly(rati
         assert found[0].severity == Severity.WARNING and "Learning far too slowly" in found[0].title
         assert (
             "learning rate (1e-05) is too small" in found[0].title
-            and "SGD(learning_rate=0.0001" in found[0].fixes[0].code
+            and "SGD(learning_rate=0.001" in found[0].fixes[0].code  # never below 1e-3 (common_fixes.USUAL_RATE)
         )
 
 
