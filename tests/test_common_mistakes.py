@@ -88,6 +88,12 @@ MULTI_HOT = np.eye(CLASSES, dtype="float32")[Y]
 MULTI_HOT[::3] += np.eye(CLASSES, dtype="float32")[(Y[::3] + 1) % CLASSES]
 
 CASES = {
+    "0/1 labels under mean_absolute_percentage_error (binary cross-entropy is fine)": (
+        lambda p: train(p, mlp(1, "sigmoid"), "mape", X, (Y == 0).astype("float32")),
+        lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),
+        "label_problem",
+        'loss="binary_crossentropy"',
+    ),
     "multi-hot rows under categorical_crossentropy (one sigmoid per class with binary cross-entropy is fine)": (
         lambda p: train(p, mlp(CLASSES, "softmax"), keras.losses.categorical_crossentropy, X, MULTI_HOT),
         lambda p: train(p, mlp(CLASSES, "sigmoid"), keras.losses.binary_crossentropy, X, MULTI_HOT),

@@ -34,6 +34,8 @@ class LintCheck(Name):
     ONEHOT_LABELS_FOR_SPARSE = "onehot_labels_for_sparse"
     # Label rows that are not one class each (several 1s, or none) under categorical_crossentropy.
     ROWS_NOT_ONE_CLASS = "rows_not_one_class"
+    # Targets of 0 under mean_absolute_percentage_error, which divides by each target.
+    ZERO_TARGETS_FOR_PERCENTAGE = "zero_targets_for_percentage"
     LABEL_OUT_OF_RANGE = "label_out_of_range"
     FRACTIONAL_SPARSE_LABELS = "fractional_sparse_labels"
     LABELS_OUTSIDE_UNIT_INTERVAL = "labels_outside_unit_interval"

@@ -135,6 +135,24 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.WARNING,
     ),
+    LintCheck.ZERO_TARGETS_FOR_PERCENTAGE: (
+        "Targets of 0 under mean_absolute_percentage_error: the loss divides by them",
+        "{share:.0%} of the first batch's targets are 0. MAPE divides each error by its target (Keras by "
+        "max(|y|, 1e-7)), so one wrong prediction on a 0 target weighs ~1e7 times a wrong one elsewhere: the "
+        "loss measures almost nothing but those, and the model cannot learn the task. 0/1 class labels are a "
+        "classification task, not a percentage.",
+        (
+            Fix(
+                "Class labels: a classification loss.",
+                'model.compile(loss="binary_crossentropy", metrics=["accuracy"])  # sigmoid output; sparse CE for K',
+            ),
+            Fix(
+                "Regression with zeros among the targets: an absolute or squared error.",
+                'model.compile(loss="mae")  # or "mse", or keras.losses.Huber()',
+            ),
+        ),
+        Severity.WARNING,
+    ),
     LintCheck.SINGLE_CLASS: (
         "Labels are (nearly) all one class",
         "{share:.1%} of the {labels} labels in the first {batches} batches are class {class}: the model can "

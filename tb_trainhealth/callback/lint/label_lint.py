@@ -27,6 +27,9 @@ OUTPUT_RANGES: dict[str, tuple[float | None, float | None]] = {
 # first batch's rows, are multi-label targets (several 1s) or unlabelled rows (all 0s).
 ROW_SUM_TOLERANCE = 1e-3
 ROWS_OFF_SHARE = 0.01
+# mean_absolute_percentage_error divides each error by max(|target|, 1e-7): targets this close to 0,
+# in ROWS_OFF_SHARE of the first batch or more, make the loss about them alone.
+PERCENTAGE_ZERO = 1e-6
 
 
 def is_integral(values: np.ndarray) -> bool:
@@ -61,6 +64,10 @@ def check_labels(
         ]
 
     one_column = labels.ndim == 1 or labels.shape[-1] == 1
+    if loss == LossKind.MEAN_ABSOLUTE_PERCENTAGE_ERROR:
+        zero = float(np.mean(np.abs(labels) < PERCENTAGE_ZERO))
+        if zero >= ROWS_OFF_SHARE:  # each such error is divided by ~1e-7: it drowns every other
+            return [LintEvent(0, LintCheck.ZERO_TARGETS_FOR_PERCENTAGE, loss=loss, units=units, share=zero)]
     if loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1 and one_column and is_integral(labels):
         return found(LintCheck.INTEGER_LABELS_FOR_CATEGORICAL)
     # One-hot rows are as wide as the output; sparse labels of sequences or images also have
