@@ -71,6 +71,19 @@ def test_too_few_steps_needs_few_steps_and_a_loss_still_falling(samples, batch, 
         assert "batch_size=600" in found[0].detail
 
 
+@pytest.mark.parametrize(("val_loss", "fires"), [(0.8, True), (0.05, False)], ids=["untrained", "already-fits"])
+def test_a_run_of_a_handful_of_steps_is_undertrained_unless_it_already_fits(val_loss, fires):
+    """One epoch of 3 steps (real-bug zoo dm_iris_one_epoch): no trend to judge, the step count says it."""
+    constant = LintEvent(
+        0, LintCheck.LABEL_STATISTICS, constant_loss=1.1, constant_how="predicting the class frequencies"
+    )
+    run = epochs_run({"train_samples": 96, "batch_size": 32}, [constant], epoch_loss=[1.2], epoch_val_loss=[val_loss])
+    found = [f for f in check_undertrained(run) if "optimizer steps" in f.title]
+    assert bool(found) == fires
+    if fires:
+        assert found[0].severity == Severity.WARNING and "Only 3 optimizer steps" in found[0].title
+
+
 # -- EarlyStopping set too tight ------------------------------------------------------------------
 STOPPED = [FitEndEvent(6, epochs_run=6, epochs_planned=50, stopped_early=True, stopped_by=("EarlyStopping",))]
 STILL_FALLING = np.array([0.315, 0.19, 0.145, 0.125, 0.112, 0.101])  # the zoo's min_delta run

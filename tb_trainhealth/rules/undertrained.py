@@ -30,6 +30,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
+from tb_trainhealth.rules.constant_yardstick import yardstick
 from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, number, optimizer_steps
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
@@ -342,6 +343,13 @@ def _early_stopping_too_eager(run: RunSignals, train: Series, val: Series | None
 # against its twin's 1.0. The healthy sweep's smallest runs take 150+ steps and end flat.
 FEW_STEPS = 100
 FEW_STEPS_SHARE = 0.04
+# Under this many optimizer steps in all no trend can be judged, and no model is trained: a run
+# that ends there with its loss still at least UNTRAINED_SHARE of the constant prediction's is
+# undertrained by its step count alone (real-bug zoo dm_iris_one_epoch: 1 epoch, 3 steps, validation
+# loss 0.74x the constant's). A model that already fits (a tiny, easy task) is not reported; nor are
+# the test suite's short healthy fits (8-16 steps), which a step count alone cannot tell apart.
+TOO_FEW_TO_JUDGE = 5
+UNTRAINED_SHARE = 0.1
 
 
 def _steady_share(series: Series) -> float | None:
@@ -366,8 +374,43 @@ def _few_steps_reason(run: RunSignals, steps: int) -> str:
     return f"{epochs} epochs"
 
 
+def _far_too_few_steps(run: RunSignals, steps: int, train: Series) -> list[Finding]:
+    stick, val = yardstick(run), run.get(sig.EPOCH_VAL_LOSS)
+    ended = finite_part(val if val is not None else train)
+    if stick is None or not len(ended):
+        return []
+    gain = 1 - float(np.min(ended.values)) / stick.value  # (one epoch is all there may be: no judged_loss)
+    if gain > 1 - UNTRAINED_SHARE:
+        return []
+    step = int(train.steps[-1])
+    return [
+        Finding(
+            code="undertrained",
+            severity=Severity.WARNING,
+            step=step,
+            title=f"Only {steps} optimizer steps in all: the model has barely started training",
+            detail=(
+                f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}), too few to judge any "
+                f"trend and far too few to train a model: its best loss is still {1 - gain:.0%} of what a constant "
+                "prediction scores."
+            ),
+            evidence=Evidence((sig.EPOCH_LOSS,), None, step),
+            fixes=(
+                Fix(
+                    "Train for more epochs, and let early stopping find the end.",
+                    "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
+                    "patience=10, restore_best_weights=True)])",
+                    (ADD_EARLY_STOPPING,),
+                ),
+            ),
+        )
+    ]
+
+
 def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
     steps = optimizer_steps(run)
+    if steps is not None and steps < TOO_FEW_TO_JUDGE and (far := _far_too_few_steps(run, steps, train)):
+        return far
     if steps is None or steps >= FEW_STEPS or val is None:
         return []
     shares = [_steady_share(train), _steady_share(val)]
