@@ -87,7 +87,28 @@ REGRESSION_Y = (300 + 50 * np.tanh(X[:, 0])).astype("float32")  # targets in the
 MULTI_HOT = np.eye(CLASSES, dtype="float32")[Y]
 MULTI_HOT[::3] += np.eye(CLASSES, dtype="float32")[(Y[::3] + 1) % CLASSES]
 
+# XOR of two features' signs: no linear model does better than chance.
+XOR = ((X[:, 0] - X[:, 0].mean()) * (X[:, 1] - X[:, 1].mean()) > 0).astype("float32")
+
+
+def stack(activation: str | None) -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(32, activation=activation),
+            keras.layers.Dense(32, activation=activation),
+            keras.layers.Dense(1, activation="sigmoid"),
+        ]
+    )
+
+
 CASES = {
+    "hidden layers without an activation on a non-linear task (relu hidden layers are fine)": (
+        lambda p: train(p, stack(None), "binary_crossentropy", X, XOR, epochs=8),
+        lambda p: train(p, stack("relu"), "binary_crossentropy", X, XOR, epochs=8),
+        "model_config",
+        'activation="relu"',
+    ),
     "0/1 labels under mean_absolute_percentage_error (binary cross-entropy is fine)": (
         lambda p: train(p, mlp(1, "sigmoid"), "mape", X, (Y == 0).astype("float32")),
         lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),

@@ -29,6 +29,8 @@ class LintCheck(Name):
     # Layer settings (model_config).
     HIGH_DROPOUT = "high_dropout"
     DROPOUT_AFTER_OUTPUT = "dropout_after_output"
+    # Two or more weighted layers and no non-linearity between them: the model is one linear map.
+    LINEAR_STACK = "linear_stack"
     # Labels against the loss (label_problem).
     INTEGER_LABELS_FOR_CATEGORICAL = "integer_labels_for_categorical"
     ONEHOT_LABELS_FOR_SPARSE = "onehot_labels_for_sparse"

@@ -117,6 +117,14 @@ _CONFIG = {
         "Use 0.1-0.5; if the model overfits, add weight decay or data augmentation rather than more dropout.",
         "keras.layers.Dropout(0.3)",
     ),
+    LintCheck.LINEAR_STACK: (
+        "{units} weighted layers and no activation between them",
+        "From {layer} on, no layer applies a non-linearity (every hidden Dense/Conv is linear): however many "
+        "layers it has, the model computes one linear map of its input, so it can only fit what a linear model "
+        "fits.",
+        "Give the hidden layers an activation.",
+        'keras.layers.Dense(64, activation="relu")  # every hidden layer; the output keeps its own',
+    ),
     LintCheck.DROPOUT_AFTER_OUTPUT: (
         "Dropout after the output layer ({layer})",
         "The model ends with {layer} (rate {rate:g}): during training it zeroes {rate:.0%} of the predictions "
@@ -136,6 +144,8 @@ _CONFIG = {
 # loss within 3% of the baseline. Their twins (dropout 0.2, L2 1e-4) reach 0.95-1.0.
 CHANCE_MARGIN = 0.05
 LEARNED_MARGIN = 0.3
+# Lint checks a run confirms (then a warning, the cause): a model that cannot learn for them.
+_CONFIRMABLE = frozenset({LintCheck.HIGH_DROPOUT, LintCheck.LINEAR_STACK})
 BASELINE_SHARE = 0.95
 MIN_EPOCHS = 3
 
@@ -167,14 +177,14 @@ def learned_nothing(run: RunSignals) -> str | None:
 
 
 def _lint_finding(event: LintEvent, confirmed: str | None) -> Finding:
-    fields = {"layer": event.layer or "?", "rate": event.rate or 0.0}
+    fields = {"layer": event.layer or "?", "rate": event.rate or 0.0, "units": event.units or "?"}
     title, detail, fix_text, fix_code = (part.format(**fields) for part in _CONFIG[event.check])
-    if confirmed is not None and event.check == LintCheck.HIGH_DROPOUT:
+    if confirmed is not None and event.check in _CONFIRMABLE:
         title = f"{title} keeps the model from learning: {confirmed.split(',')[0]}"
         detail = f"{detail} Here it is the cause: {confirmed}."
     return Finding(
         code="model_config",
-        severity=Severity.WARNING if confirmed is not None and event.check == LintCheck.HIGH_DROPOUT else Severity.INFO,
+        severity=Severity.WARNING if confirmed is not None and event.check in _CONFIRMABLE else Severity.INFO,
         step=event.step,
         title=title,
         detail=detail,
@@ -211,7 +221,7 @@ def _penalty_finding(run: RunSignals, penalties: list[Penalty], confirmed: str) 
 def check_model_config(run: RunSignals) -> list[Finding]:
     events = run.first_of_each_check(LintEvent, _CONFIG)
     penalties = strong_penalties(run)
-    confirmed = learned_nothing(run) if penalties or any(e.check == LintCheck.HIGH_DROPOUT for e in events) else None
+    confirmed = learned_nothing(run) if penalties or any(e.check in _CONFIRMABLE for e in events) else None
     findings = [_lint_finding(event, confirmed) for event in events]
     if penalties and confirmed is not None:
         findings.insert(0, _penalty_finding(run, penalties, confirmed))

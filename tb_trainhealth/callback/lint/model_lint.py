@@ -107,7 +107,28 @@ def lint_layers(model: keras.Model) -> list[LintEvent]:
             events.append(LintEvent(0, LintCheck.DROPOUT_AFTER_OUTPUT, layer=layer.name, rate=float(rate)))
         elif rate > MAX_DROPOUT_RATE:
             events.append(LintEvent(0, LintCheck.HIGH_DROPOUT, layer=layer.name, rate=float(rate)))
-    return events
+    return events + _linear_stack(layers)
+
+
+# Layers that keep a model linear in its input (a weighted map, or a reshaping or averaging one).
+# Any other layer (an Activation, a normalisation, max pooling, a recurrent layer) may not.
+_LINEAR_LAYERS = frozenset(
+    {"Dense", "Conv1D", "Conv2D", "Conv3D", "Flatten", "Reshape", "Dropout"}
+    | {f"{kind}AveragePooling{n}D" for kind in ("", "Global") for n in (1, 2, 3)}
+)
+_WEIGHTED = frozenset({"Dense", "Conv1D", "Conv2D", "Conv3D"})
+
+
+def _linear_stack(layers: list[keras.layers.Layer]) -> list[LintEvent]:
+    """Two or more weighted layers with no non-linearity between them (the output's own activation
+    aside): however deep, the model computes one linear map of its input."""
+    weighted = [layer for layer in layers if type(layer).__name__ in _WEIGHTED]
+    if len(weighted) < 2 or any(type(layer).__name__ not in _LINEAR_LAYERS for layer in layers):
+        return []
+    hidden = [layer for layer in layers[:-1] if type(layer).__name__ in _WEIGHTED]
+    if any(getattr(getattr(layer, "activation", None), "__name__", "linear") != "linear" for layer in hidden):
+        return []
+    return [LintEvent(0, LintCheck.LINEAR_STACK, layer=weighted[0].name, units=len(weighted))]
 
 
 def lint_model(model: keras.Model) -> list[LintEvent]:
