@@ -142,10 +142,12 @@ def test_memory_growth_found_on_a_leak_and_not_on_its_healthy_twin(tmp_path, lea
     findings = diagnose_logdir(str(tmp_path))["run"]
     growth = [f for f in findings if f.code == "memory_growth"]
     assert bool(growth) == leak, [f.title for f in findings]
-    if leak:  # ~1 GiB over the whole planned fit, on a machine with GiBs free: found, and not urgent
-        assert "MiB" in growth[0].title and "steps after this point" in growth[0].detail
-        assert growth[0].severity == Severity.INFO
-    assert not loud(findings)
+    if leak:  # ~1 GiB over the whole planned fit: urgent only where that reaches the process's limit
+        assert "MiB" in growth[0].title
+        at_risk = "will run out of memory" in growth[0].detail
+        assert at_risk or "steps after this point" in growth[0].detail
+        assert growth[0].severity == (Severity.WARNING if at_risk else Severity.INFO)
+    assert set(loud(findings)) <= {"memory_growth"}
 
 
 def test_plain_fit_crash_inside_the_step_is_recorded_in_process(tmp_path):
