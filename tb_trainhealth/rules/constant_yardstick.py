@@ -130,10 +130,8 @@ def judged_loss(run: RunSignals) -> tuple[str, Series] | None:
 def gain_over_constant(run: RunSignals) -> float | None:
     """How far below the yardstick the run's best loss got, as a share of it (0.6: 60% below;
     negative: above it). For other rules: a run with a clear gain learned, whatever else is odd."""
-    stick, judged = yardstick(run), judged_loss(run)
-    if stick is None or judged is None:
-        return None
-    return 1.0 - float(np.min(judged[1].values)) / stick.value
+    judged = _judged(run)
+    return None if judged is None else 1.0 - judged[3] / judged[0].value
 
 
 # A suspicious set-up (unscaled inputs, a blow-up from the initial weights) is a warning where the
@@ -150,14 +148,22 @@ def learned_anyway(run: RunSignals) -> float | None:
     return gain if gain is not None and gain >= LEARNED_ANYWAY else None
 
 
+def _judged(run: RunSignals) -> tuple[Yardstick, str, Series, float, float] | None:
+    """(yardstick, series name, its values, best, last) where both the yardstick and a loss exist."""
+    stick, judged = yardstick(run), judged_loss(run)
+    if stick is None or judged is None:
+        return None
+    name, series = judged
+    return stick, name, series, float(np.min(series.values)), float(series.values[-1])
+
+
 def check_worse_than_constant(run: RunSignals) -> list[Finding]:
     """A loss that stays ABOVE_CONSTANT to FAR_ABOVE_CONSTANT x the yardstick, no longer falling
     (a warning: a plateau there names its own cause first)."""
-    stick, judged = yardstick(run), judged_loss(run)
-    if stick is None or judged is None:
+    judged = _judged(run)
+    if judged is None:
         return []
-    name, series = judged
-    best, last = float(np.min(series.values)), float(series.values[-1])
+    stick, name, series, best, last = judged
     if (1 + ABOVE_CONSTANT) * stick.value <= best < FAR_ABOVE_CONSTANT * stick.value and not _falling(series):
         return [_above(run, stick, name, series, best, last, Severity.WARNING)]
     return []
@@ -166,11 +172,10 @@ def check_worse_than_constant(run: RunSignals) -> list[Finding]:
 def check_far_worse_than_constant(run: RunSignals) -> list[Finding]:
     """A loss that never gets within FAR_ABOVE_CONSTANT x the yardstick, or a model collapsed onto
     it after a blow-up (critical: the model is wasted from there on, whatever else the curve does)."""
-    stick, judged = yardstick(run), judged_loss(run)
-    if stick is None or judged is None:
+    judged = _judged(run)
+    if judged is None:
         return []
-    name, series = judged
-    best, last = float(np.min(series.values)), float(series.values[-1])
+    stick, name, series, best, last = judged
     if best >= FAR_ABOVE_CONSTANT * stick.value:
         return [_above(run, stick, name, series, best, last, Severity.CRITICAL)]
     return _collapsed(run, stick, name, series)

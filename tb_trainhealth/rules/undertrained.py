@@ -374,6 +374,14 @@ def _few_steps_reason(run: RunSignals, steps: int) -> str:
     return f"{epochs} epochs"
 
 
+MORE_STEPS_FIX = Fix(
+    "Take more optimizer steps: more epochs, with early stopping to find the end.",
+    "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
+    "patience=10, restore_best_weights=True)])",
+    (ADD_EARLY_STOPPING,),
+)
+
+
 def _far_too_few_steps(run: RunSignals, steps: int, train: Series) -> list[Finding]:
     stick, val = yardstick(run), run.get(sig.EPOCH_VAL_LOSS)
     ended = finite_part(val if val is not None else train)
@@ -395,14 +403,7 @@ def _far_too_few_steps(run: RunSignals, steps: int, train: Series) -> list[Findi
                 "prediction scores."
             ),
             evidence=Evidence((sig.EPOCH_LOSS,), None, step),
-            fixes=(
-                Fix(
-                    "Train for more epochs, and let early stopping find the end.",
-                    "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
-                    "patience=10, restore_best_weights=True)])",
-                    (ADD_EARLY_STOPPING,),
-                ),
-            ),
+            fixes=(MORE_STEPS_FIX,),
         )
     ]
 
@@ -419,14 +420,7 @@ def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[F
     share = min(s for s in shares if s is not None)
     step = int(train.steps[-1])
     samples, batch = number(run, "train_samples"), number(run, "batch_size")
-    fixes = [
-        Fix(
-            "Take more optimizer steps: more epochs, with early stopping to find the end.",
-            "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
-            "patience=10, restore_best_weights=True)])",
-            (ADD_EARLY_STOPPING,),
-        )
-    ]
+    fixes = [MORE_STEPS_FIX]
     if samples and batch and batch > 64:
         fixes.insert(0, Fix("Use a smaller batch: more (noisier) steps per epoch.", "model.fit(..., batch_size=32)"))
     return [
