@@ -134,14 +134,18 @@ class Case:
     make: Callable[[int, bool], Setup]  # (seed, broken) -> the run
     primary: tuple[str, ...]  # the worst finding's code must be one of these
     words: tuple[str, ...] = ()  # ...and its title or detail must say one of these (lower case)
+    # The answer is a note (info) by design: a run that ran the epochs it was given and was still
+    # improving is not broken (rules/undertrained.py's docstring says why, issue 44). Found and
+    # named when an info finding of a primary code says the words; still counted apart below.
+    note: bool = False
 
 
 CASES: list[Case] = []
 
 
-def case(name: str, fault: int, primary: tuple[str, ...], words: tuple[str, ...] = ()):
+def case(name: str, fault: int, primary: tuple[str, ...], words: tuple[str, ...] = (), note: bool = False):
     def register(make: Callable[[int, bool], Setup]) -> Callable[[int, bool], Setup]:
-        CASES.append(Case(name, fault, make, primary, words))
+        CASES.append(Case(name, fault, make, primary, words, note))
         return make
 
     return register
@@ -267,7 +271,7 @@ def _(seed, broken):
 
 
 # 2. Too little training --------------------------------------------------------------------
-@case("few_epochs_mlp", 2, ("undertrained",), ("epoch", "still"))
+@case("few_epochs_mlp", 2, ("undertrained",), ("epoch", "still"), note=True)
 def _(seed, broken):
     """3 epochs where 30 are needed."""
     x, y = blobs(2000, 12, 6, seed, noise=1.4)
@@ -285,7 +289,7 @@ def _(seed, broken):
     return Setup(model, (xt, yt), val, epochs=12 if broken else 25, batch_size=len(yt) if broken else 32)
 
 
-@case("cut_short_regression", 2, ("undertrained",), ("epoch", "still"))
+@case("cut_short_regression", 2, ("undertrained",), ("epoch", "still"), note=True)
 def _(seed, broken):
     x, y = smooth_regression(2400, 8, seed)
     (xt, yt), val = split(x, y)
@@ -461,13 +465,17 @@ def loud(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity >= Severity.WARNING]
 
 
+def says_cause(c: Case, finding: Finding) -> bool:
+    text = f"{finding.title} {finding.detail}".lower()
+    return finding.code in c.primary and (not c.words or any(w in text for w in c.words))
+
+
 def names_cause(c: Case, findings: list[Finding]) -> bool:
-    """The worst finding is one the case names, and says the cause in words where asked."""
-    if not loud(findings):
-        return False
-    top = findings[0]  # engine.diagnose sorts worst first
-    text = f"{top.title} {top.detail}".lower()
-    return top.code in c.primary and (not c.words or any(w in text for w in c.words))
+    """The worst finding is one the case names, and says the cause in words where asked (a
+    note case: no warning, and a note that says it)."""
+    if c.note:
+        return not loud(findings) and any(says_cause(c, f) for f in findings)
+    return bool(loud(findings)) and says_cause(c, findings[0])  # (engine.diagnose sorts worst first)
 
 
 def run_pair(c: Case, seed: int, verbose: bool, keep: str | None = None) -> dict[str, Any]:
@@ -490,8 +498,9 @@ def run_pair(c: Case, seed: int, verbose: bool, keep: str | None = None) -> dict
     b, t = result["broken"], result["twin"]
     by_loss = setup.regression or setup.judged_on_loss
     result["learns_less"] = learns_less(b["learned"], t["learned"], by_loss)
-    result["found"] = bool(loud(b["findings"]))
     result["named"] = names_cause(c, b["findings"])
+    result["found"] = bool(loud(b["findings"])) or (c.note and result["named"])
+    result["note"] = c.note
     result["twin_quiet"] = not loud(t["findings"])
     print_pair(result, by_loss, verbose)
     return result
@@ -507,7 +516,7 @@ def print_pair(r: dict[str, Any], regression: bool, verbose: bool) -> None:
         f" named={'Y' if r['named'] else 'N'} twin_quiet={'Y' if r['twin_quiet'] else 'N'}"
     )
     for key in ("broken", "twin"):
-        shown = r[key]["findings"] if verbose else loud(r[key]["findings"])
+        shown = r[key]["findings"] if verbose or (r["note"] and key == "broken") else loud(r[key]["findings"])
         for f in shown:
             print(f"    {key:6} [{f.severity.label}] {f.code}{f.onset_text}: {f.title}")
             if verbose:
@@ -530,6 +539,7 @@ def summary(results: list[dict[str, Any]]) -> None:
     print(
         f"broken runs found: {found} of {n}; primary cause named: {named} of {n} ({named / max(n, 1):.0%}); "
         f"twins quiet: {quiet} of {n}; broken runs that really learn less: {less} of {n}"
+        f" ({sum(r['note'] and r['found'] for r in results)} found as a note by design)"
     )
 
 
