@@ -1,6 +1,7 @@
-"""README says what the code does: its tables of finding codes and its description of
-`diagnose --json` are checked against the rule registry and the JSON the CLI writes, so the
-two cannot drift apart again (a code left out, a row pasted into another, a key never written).
+"""README and its pages under docs/ say what the code does: the tables of finding codes and the
+description of `diagnose --json` are checked against the rule registry and the JSON the CLI writes,
+so the two cannot drift apart again (a code left out, a row pasted into another, a key never written);
+README's first screen holds the two set-up commands, the second of them the one CI runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tb_trainhealth.read import event_files
 from tb_trainhealth.rules import RULES
 
 README = (Path(ROOT) / "README.md").read_text()
+DOCS = Path(ROOT) / "docs"
 CODE_NAME = re.compile(r"`([a-z]+(?:_[a-z]+)+|[a-z]+)`")
 KEY = re.compile(r'"(\w+)"')
 
@@ -29,11 +31,9 @@ def registry_codes() -> set[str]:
     return {code for rule in RULES for code in rule.codes} | {COMPARE_CODE}
 
 
-def section(title: str) -> str:
-    """README's text under `## title`, up to the next section."""
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end >= 0 else None]
+def page(name: str) -> str:
+    """The text of docs/`name`."""
+    return (DOCS / name).read_text()
 
 
 def tables(text: str) -> list[list[list[str]]]:
@@ -49,9 +49,9 @@ def tables(text: str) -> list[list[list[str]]]:
 
 
 def code_tables() -> list[tuple[str, list[list[str]]]]:
-    """(section, table) for every table of README with a "code" column."""
-    titles = re.findall(r"^## (.+)$", README, re.M)
-    return [(title, table) for title in titles for table in tables(section(title)) if "code" in table[0]]
+    """(file, table) for every table of README and docs/*.md with a "code" column."""
+    texts = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted(DOCS.glob("*.md"))}
+    return [(name, table) for name, text in texts.items() for table in tables(text) if "code" in table[0]]
 
 
 def sample_results() -> list[dict]:
@@ -82,7 +82,8 @@ def finding_keys(finding: dict) -> set[str]:
 
 
 def test_the_codes_table_has_one_row_for_every_code_the_package_gives():
-    (table,) = tables(section("Finding codes"))
+    assert page("codes.md").startswith("# Finding codes\n")
+    (table,) = tables(page("codes.md"))
     header, *rows = table
     assert header == ["code", "what it means", "severity", "based on"]
     assert [row for row in rows if len(row) != len(header)] == []  # no row pasted into another
@@ -91,20 +92,26 @@ def test_the_codes_table_has_one_row_for_every_code_the_package_gives():
     assert set(codes) == registry_codes()
 
 
-@pytest.mark.parametrize("title", ["The usual mistakes, caught before they cost a day", "Preflight"])
-def test_tables_of_mistakes_name_only_known_codes(title):
-    found = [table for where, table in code_tables() if where.startswith(title)]
-    assert found, f"no table with a code column under '{title}'"
-    for header, *rows in found:
+# preflight.md's row for the train-start lint, whose codes are those of mistakes.md's table
+LINT_ROW_CODES = "the codes of that page's table"
+
+
+@pytest.mark.parametrize("name", ["docs/mistakes.md", "docs/preflight.md"])
+def test_the_pages_of_mistakes_have_a_table_of_codes(name):
+    assert [table for where, table in code_tables() if where == name], f"no table with a code column in {name}"
+
+
+def test_tables_of_mistakes_name_only_known_codes():
+    for _, (header, *rows) in code_tables():
         column = header.index("code")
         assert [row for row in rows if len(row) != len(header)] == []  # no row pasted into another
         named = [CODE_NAME.findall(row[column]) for row in rows]
-        assert all(names or row[column] == "as above" for names, row in zip(named, rows))
+        assert all(names or row[column] == LINT_ROW_CODES for names, row in zip(named, rows))
         assert {code for names in named for code in names} <= registry_codes()
 
 
 def described_json() -> str:
-    (shape,) = re.findall(r'`(\{"runs": \[\{.*?\}\]\})`', section("The CLI"), re.S)
+    (shape,) = re.findall(r'`(\{"runs": \[\{.*?\}\]\})`', page("cli.md"), re.S)
     return shape
 
 
@@ -113,7 +120,7 @@ def test_readme_names_exactly_the_run_keys_diagnose_json_writes():
 
 
 def test_readme_names_every_key_of_a_finding_and_of_a_file_error():
-    cli_section = section("The CLI")
+    cli_section = page("cli.md")
     start = cli_section.index("each finding has")
     sentence = cli_section[start : cli_section.index("Text output", start)]
     described = set(re.findall(r"`(\w+)`", sentence)) | set(KEY.findall(sentence))
@@ -124,7 +131,7 @@ def test_readme_names_every_key_of_a_finding_and_of_a_file_error():
 
 
 def test_readme_lists_every_status_and_file_problem_kind():
-    cli_section = section("The CLI")
+    cli_section = page("cli.md")
     (statuses,) = re.findall(r"\(`status`: ([^;]*);", cli_section)
     assert CODE_NAME.findall(statuses) == [*STATUS_ORDER, UNREADABLE]
     (kinds,) = re.findall(r'`\{"file", "error", "kind"\}`, kind ([^)]*)\)', cli_section, re.S)
@@ -142,14 +149,15 @@ def test_help_describes_the_same_json():
 
 # Figures of speed or size ("20x faster", "25% smaller") must say which bench measures them.
 SPEED_CLAIM = re.compile(r"\d+(?:\.\d+)?x (?:faster|slower)|\d+% (?:faster|slower|smaller|larger)")
-# Where this test looks: README and the read side, rules, CLI, contract and benches. (callback/,
+# Where this test looks: README, its pages under docs/, and the read side, rules, CLI, contract and benches. (callback/,
 # plugin/ and compare/ are left to their owners: callback/record/summary_bytes.py still has two.)
 CHECKED = ("tb_trainhealth/read", "tb_trainhealth/rules", "tb_trainhealth/cli", "tb_trainhealth/contract", "bench")
 
 
 def paragraphs() -> list[tuple[str, str]]:
-    """(file, paragraph) of README and every checked module: text between blank lines."""
-    files = [Path(ROOT) / "README.md", *sorted(p for d in CHECKED for p in (Path(ROOT) / d).rglob("*.py"))]
+    """(file, paragraph) of README, docs/*.md and every checked module: text between blank lines."""
+    modules = sorted(p for d in CHECKED for p in (Path(ROOT) / d).rglob("*.py"))
+    files = [Path(ROOT) / "README.md", *sorted(DOCS.glob("*.md")), *modules]
     return [(str(f.relative_to(ROOT)), block) for f in files for block in re.split(r"\n\s*\n", f.read_text())]
 
 
@@ -166,8 +174,23 @@ def test_the_scale_logdir_has_one_size_everywhere():
         return found
 
     sizes = {
-        size("README.md", r"\((\d+\.\d+) GiB as `HealthCallback` writes them\)"),
+        size("docs/cli.md", r"\((\d+\.\d+) GiB as `HealthCallback` writes them\)"),
         size("bench/scale.py", r"\(~(\d+\.\d+) GiB; it prints the size\)"),
         size("tb_trainhealth/read/event_files.py", r"bench/scale.py's ~(\d+\.\d+) GiB"),
     }
     assert len(sizes) == 1
+
+
+# README's set-up commands, as "## Set up" gives them: one runs the demo and the Health tab, one the tests.
+DEMO_COMMAND = "pip install -e '.[tf]' && python demo/make_demo_logs.py demo_logs && tb-trainhealth diagnose demo_logs"
+TEST_COMMAND = "pip install -e '.[tf,test]' && pytest -q"
+
+
+def test_the_first_screen_shows_the_tab_and_both_set_up_commands_and_ci_runs_the_test_command():
+    first_screen = "\n".join(README.splitlines()[:40])
+    commands = re.findall(r"^```\n(.*?)\n```$", first_screen, re.S | re.M)
+    assert "![The Health tab](docs/health-tab.png)" in first_screen
+    assert any(command.startswith(DEMO_COMMAND) for command in commands), commands
+    assert TEST_COMMAND in commands
+    ci_run = (Path(ROOT) / ".ci" / "run").read_text().strip().splitlines()
+    assert ci_run[-1] == TEST_COMMAND

@@ -1,4 +1,4 @@
-"""setup.py promises what bench/compat.py showed: README's "Supported versions" table (the bench's
+"""setup.py promises what bench/compat.py showed: docs/supported-versions.md's table (the bench's
 output) has a passing row at each lower bound of setup.py and on each Python it allows, so a bound
 moved without running the bench again fails here. No install, no network: the bench is run by hand."""
 
@@ -14,7 +14,7 @@ from conftest import ROOT
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import compat  # (stdlib only at import: starts no TensorFlow)
 
-README = (Path(ROOT) / "README.md").read_text()
+SUPPORTED = (Path(ROOT) / "docs" / "supported-versions.md").read_text()
 # What the bench calls each package in its row labels.
 SHOWN_AS = {
     "tensorflow": "TF",
@@ -27,9 +27,8 @@ SHOWN_AS = {
 
 
 def rows() -> list[list[str]]:
-    start = README.index("\n## Supported versions\n")
-    text = README[start : README.index("\n## ", start + 1)]
-    lines = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| versions")]
+    assert SUPPORTED.startswith("# Supported versions\n")
+    lines = [line for line in SUPPORTED.splitlines() if line.startswith("| ") and not line.startswith("| versions")]
     return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
 
 
