@@ -189,3 +189,26 @@ def test_a_loss_near_the_constant_on_data_with_little_signal_is_not_a_finding():
         check_worse_than_constant(synthetic(2.0, [2.05, 2.0, 1.98, 1.97, 1.975], [2.1, 1.99, 1.96, 1.95, 1.94])) == []
     )
     assert check_worse_than_constant(synthetic(2.0, [2.1, 2.08, 2.05, 2.1])) == []  # within 10% above: noise
+
+
+@pytest.mark.parametrize("signal", [True, False], ids=["learns", "no-signal"])
+def test_soft_targets_are_judged_on_the_way_down_to_their_own_entropy(tmp_path, signal):
+    """Scores in [0, 1] under binary cross-entropy (real-bug zoo dm_bce_targets_in_minus1_1's fix):
+    no model gets below the targets' entropy, ~0.65 here, so a loss from 0.69 to 0.655 learned most
+    of what there is. It is no plateau; the same targets shuffled apart from their inputs are."""
+    local = np.random.default_rng(3)
+    scores = 1 / (1 + np.exp(-X @ local.normal(size=8) * 0.2))  # soft targets, 0.35-0.65 mostly
+    y = (scores if signal else local.permutation(scores)).astype("float32")
+    run, findings = fit(
+        tmp_path,
+        "run",
+        y,
+        keras.layers.Dense(1, activation="sigmoid"),
+        "binary_crossentropy",
+        epochs=20,
+        optimizer=keras.optimizers.Adam(1e-2),
+    )
+    p = np.clip(y[: int(len(y) * 0.75)], 1e-7, 1 - 1e-7)
+    floor = float(np.mean(-(p * np.log(p) + (1 - p) * np.log(1 - p))))
+    assert label_statistics(run).floor_loss == pytest.approx(floor, rel=0.02)  # (from the first batches)
+    assert ("loss_plateau" in {f.code for f in findings if f.severity >= Severity.WARNING}) == (not signal)

@@ -117,6 +117,9 @@ class LintEvent(Event):
     # (callback/lint/constant_prediction.py), and how that constant is made.
     constant_loss: float | None = None
     constant_how: str | None = None
+    # ...and what a perfect prediction scores: 0 but for soft targets under a cross-entropy (their
+    # own entropy, which no model gets below): progress is judged on the way from one to the other.
+    floor_loss: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,7 @@ from tb_trainhealth.findings import LOWER_RATE, Evidence, Fact, Finding, Fix, Se
 from tb_trainhealth.rules.series_math import finite_part, rolling_median
 from tb_trainhealth.signals import RunSignals, Series
 
-# Measured (`python bench/real_bug_zoo.py`, `python bench/healthy_sweep.py`; README's table):
+# Measured (`python bench/real_bug_zoo.py`, `python bench/healthy_sweep.py`; docs/benchmarks.md):
 # healthy runs' best validation loss ends at or below 0.97x the yardstick; broken runs that
 # "train" while doing worse than a constant sit 1.2x to 20x above it.
 ABOVE_CONSTANT = 0.10
@@ -109,6 +109,13 @@ def yardstick(run: RunSignals) -> Yardstick | None:
     return Yardstick(float(stats.constant_loss), stats.constant_how or "a constant prediction", stats)
 
 
+def loss_floor(run: RunSignals) -> float:
+    """What a perfect prediction scores under the run's loss: 0, but for soft targets under a
+    cross-entropy (their entropy). Progress is measured on the way down to it, not to 0."""
+    stats = next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+    return float(stats.floor_loss) if stats is not None and stats.floor_loss else 0.0
+
+
 def judged_loss(run: RunSignals) -> tuple[str, Series] | None:
     """(series name, finite values) the yardstick is held against: the validation loss; else the
     per-step training loss as rolling medians over a tenth of the run (an epoch's mean carries the
@@ -131,13 +138,17 @@ def gain_over_constant(run: RunSignals) -> float | None:
     """How far below the yardstick the run's best loss got, as a share of it (0.6: 60% below;
     negative: above it). For other rules: a run with a clear gain learned, whatever else is odd."""
     judged = _judged(run)
-    return None if judged is None else 1.0 - judged[3] / judged[0].value
+    if judged is None:
+        return None
+    floor = loss_floor(run)
+    reach = judged[0].value - floor
+    return 1.0 - (judged[3] - floor) / reach if reach > MIN_YARDSTICK else 1.0 - judged[3] / judged[0].value
 
 
 # A suspicious set-up (unscaled inputs, a blow-up from the initial weights) is a warning where the
 # run shows its cost. A run whose best loss got at least this share below the constant
 # prediction's learned anyway: the finding is info, with that evidence. Measured
-# (`python bench/real_bug_zoo.py`, `python bench/healthy_sweep.py`): see the README's table.
+# (`python bench/real_bug_zoo.py`, `python bench/healthy_sweep.py`): see docs/benchmarks.md.
 LEARNED_ANYWAY = 0.25
 
 

@@ -25,6 +25,7 @@ LINT_NOT_FACTS = (
     "output_range",
     "constant_loss",  # worse_than_constant says these in its own words
     "constant_how",
+    "floor_loss",
 )
 
 

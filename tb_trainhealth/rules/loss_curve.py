@@ -16,7 +16,7 @@ from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
-from tb_trainhealth.rules.constant_yardstick import constant_baseline
+from tb_trainhealth.rules.constant_yardstick import constant_baseline, loss_floor
 from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.run_setup import large_rate, number
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
@@ -229,7 +229,10 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
         return []
     name, loss = found
     start, end, error = _start_and_end(name, loss)
-    progress = (start - end) / max(abs(start), 1e-12)
+    # (soft targets: the way down ends at their entropy, not at 0; see constant_yardstick.loss_floor)
+    floor = loss_floor(run) if loss_floor(run) < start else 0.0
+    progress = (start - end) / max(abs(start - floor), 1e-12)
+    error *= abs(start) / max(abs(start - floor), 1e-12)  # (the noise, on the same scale)
     late = loss.values[len(loss) // 2 :]
     first, last = int(loss.steps[0]), int(loss.steps[-1])
     constant = _at_constant_baseline(run, name, loss)
@@ -272,7 +275,13 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
             + (f": {frozen[0].split(':')[0]}" if frozen is not None else ""),
             detail=(
                 f"Training loss ({name}) started at {start:.4g} and ended at {end:.4g} "
-                f"over {len(loss)} points ({run.at(first)} to {last})." + because
+                f"over {len(loss)} points ({run.at(first)} to {last})."
+                + (
+                    f" (Soft targets: no model gets below {floor:.4g}, their own entropy; the change is measured on the way down to it.)"
+                    if floor
+                    else ""
+                )
+                + because
             ),
             evidence=Evidence((name,), first, last),
             fixes=_plateau_fixes(run),

@@ -52,6 +52,31 @@ def constant_score(
     return min(scored, key=lambda pair: pair[0]) if scored else None
 
 
+def floor_score(
+    loss: Any,
+    targets: np.ndarray,
+    kind: LossKind | None,
+    from_logits: bool | None,
+    output_shape: tuple[int, ...] | None = None,
+) -> float | None:
+    """What predicting the targets themselves scores, where that is not ~0: soft targets (label
+    smoothing, probabilities, rescaled scores) under a binary or categorical cross-entropy, whose
+    own entropy no model gets below. None for hard labels and every other loss."""
+    if kind not in (LossKind.BINARY_CROSSENTROPY, LossKind.CATEGORICAL_CROSSENTROPY) or targets.size == 0:
+        return None
+    targets = np.asarray(targets[:MAX_ROWS], np.float64)
+    finite = targets[np.isfinite(targets)]
+    if not len(finite) or finite.min() < 0 or finite.max() > 1 or np.all((finite == 0) | (finite == 1)):
+        return None
+    p = np.clip(targets, EPSILON, 1 - EPSILON)
+    if from_logits:
+        p = np.log(p / (1 - p)) if kind == LossKind.BINARY_CROSSENTROPY else np.log(p)
+    if output_shape and p.size == len(p) * int(np.prod(output_shape)):
+        p = p.reshape((len(p), *output_shape))
+    value = _evaluate(loss, targets, p)
+    return value if value is not None and value > 0 else None
+
+
 def _candidates(
     targets: np.ndarray, units: int | None, kind: LossKind | None, from_logits: bool
 ) -> list[tuple[np.ndarray, str]]:

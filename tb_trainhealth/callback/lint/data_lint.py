@@ -305,7 +305,10 @@ class BatchLint:
         found = constant_prediction.constant_score(
             loss, targets, self.units, self.loss, self.from_logits, _output_shape(self.model)
         )
-        return {"constant_loss": found[0], "constant_how": found[1]} if found else {}
+        if not found:
+            return {}
+        floor = constant_prediction.floor_score(loss, targets, self.loss, self.from_logits, _output_shape(self.model))
+        return {"constant_loss": found[0], "constant_how": found[1], **({"floor_loss": floor} if floor else {})}
 
     def finish(self) -> list[LintEvent]:
         """The input scale and label statistics of a fit shorter than the batches they sample."""
