@@ -87,6 +87,9 @@ REGRESSION_Y = (300 + 50 * np.tanh(X[:, 0])).astype("float32")  # targets in the
 MULTI_HOT = np.eye(CLASSES, dtype="float32")[Y]
 MULTI_HOT[::3] += np.eye(CLASSES, dtype="float32")[(Y[::3] + 1) % CLASSES]
 
+# Counts whose rate grows with the first feature: what the poisson loss is for.
+COUNTS = np.random.default_rng(5).poisson(np.exp(0.5 * X[:, 0])).astype("float32")
+
 # XOR of two features' signs: no linear model does better than chance.
 XOR = ((X[:, 0] - X[:, 0].mean()) * (X[:, 1] - X[:, 1].mean()) > 0).astype("float32")
 
@@ -114,6 +117,12 @@ CASES = {
         lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),
         "label_problem",
         'loss="binary_crossentropy"',
+    ),
+    "signed targets under the poisson loss (counts are fine)": (
+        lambda p: train(p, mlp(1, "softplus"), "poisson", X, X[:, 0].copy()),
+        lambda p: train(p, mlp(1, "softplus"), "poisson", X, COUNTS),
+        "label_problem",
+        'loss="mse"',
     ),
     "multi-hot rows under categorical_crossentropy (one sigmoid per class with binary cross-entropy is fine)": (
         lambda p: train(p, mlp(CLASSES, "softmax"), keras.losses.categorical_crossentropy, X, MULTI_HOT),

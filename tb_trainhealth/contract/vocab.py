@@ -38,6 +38,7 @@ class LintCheck(Name):
     ROWS_NOT_ONE_CLASS = "rows_not_one_class"
     # Targets of 0 under mean_absolute_percentage_error, which divides by each target.
     ZERO_TARGETS_FOR_PERCENTAGE = "zero_targets_for_percentage"
+    NEGATIVE_TARGETS_FOR_POISSON = "negative_targets_for_poisson"
     LABEL_OUT_OF_RANGE = "label_out_of_range"
     FRACTIONAL_SPARSE_LABELS = "fractional_sparse_labels"
     LABELS_OUTSIDE_UNIT_INTERVAL = "labels_outside_unit_interval"
@@ -100,6 +101,7 @@ class LossKind(Name):
     MEAN_SQUARED_LOGARITHMIC_ERROR = "mean_squared_logarithmic_error"
     LOG_COSH = "log_cosh"
     MEAN_ABSOLUTE_PERCENTAGE_ERROR = "mean_absolute_percentage_error"
+    POISSON = "poisson"
 
     @property
     def keras_class(self) -> str:
@@ -141,6 +143,7 @@ _KERAS_CLASS = {
     LossKind.MEAN_SQUARED_LOGARITHMIC_ERROR: "MeanSquaredLogarithmicError",
     LossKind.LOG_COSH: "LogCosh",
     LossKind.MEAN_ABSOLUTE_PERCENTAGE_ERROR: "MeanAbsolutePercentageError",
+    LossKind.POISSON: "Poisson",
 }
 _ALIASES = {
     "mse": "mean_squared_error",

@@ -153,6 +153,24 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         ),
         Severity.WARNING,
     ),
+    LintCheck.NEGATIVE_TARGETS_FOR_POISSON: (
+        "Negative targets under the poisson loss: it has no minimum for them",
+        "{share:.0%} of the first batch's targets are below 0 (they range {label_min:g} to {label_max:g}). The "
+        "poisson loss, y_pred - y * log(y_pred), is for counts and rates (y >= 0): for a negative y it falls "
+        "without end as the prediction goes to 0, so the loss runs negative and the model learns nothing about "
+        "those targets.",
+        (
+            Fix(
+                "Signed real-valued targets: a linear output and a squared or absolute error.",
+                'keras.layers.Dense(n_targets)  # linear\nmodel.compile(loss="mse")',
+            ),
+            Fix(
+                "Counts: check how the targets were made; they must be >= 0.",
+                "assert (y_train >= 0).all(), y_train.min()",
+            ),
+        ),
+        Severity.CRITICAL,
+    ),
     LintCheck.SINGLE_CLASS: (
         "Labels are (nearly) all one class",
         "{share:.1%} of the {labels} labels in the first {batches} batches are class {class}: the model can "

@@ -68,6 +68,18 @@ def check_labels(
         zero = float(np.mean(np.abs(labels) < PERCENTAGE_ZERO))
         if zero >= ROWS_OFF_SHARE:  # each such error is divided by ~1e-7: it drowns every other
             return [LintEvent(0, LintCheck.ZERO_TARGETS_FOR_PERCENTAGE, loss=loss, units=units, share=zero)]
+    if loss == LossKind.POISSON and low < 0:  # (rates of counts: y_pred - y * log(y_pred) has no floor for y < 0)
+        return [
+            LintEvent(
+                0,
+                LintCheck.NEGATIVE_TARGETS_FOR_POISSON,
+                loss=loss,
+                units=units,
+                label_min=low,
+                label_max=high,
+                share=float(np.mean(labels < 0)),
+            )
+        ]
     if loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1 and one_column and is_integral(labels):
         return found(LintCheck.INTEGER_LABELS_FOR_CATEGORICAL)
     # One-hot rows are as wide as the output; sparse labels of sequences or images also have
