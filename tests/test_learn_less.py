@@ -18,7 +18,8 @@ from tb_trainhealth.contract.run_settings import RunSettings
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules.common_fixes import RAISE
-from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_curve import check_loss_plateau
+from tb_trainhealth.rules.loss_oscillation import check_loss_oscillation
 from tb_trainhealth.rules.model_lint import check_model_config
 from tb_trainhealth.rules.training_data import check_label_problem
 from tb_trainhealth.rules.undertrained import check_undertrained

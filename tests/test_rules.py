@@ -14,8 +14,9 @@ from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.rules import RULES
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
-from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_curve import check_loss_plateau
 from tb_trainhealth.rules.loss_divergence import check_loss_divergence
+from tb_trainhealth.rules.loss_oscillation import check_loss_oscillation
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
 from tb_trainhealth.rules.weight_health import update_ratio_level

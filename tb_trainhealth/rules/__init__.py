@@ -19,9 +19,10 @@ from tb_trainhealth.rules.data_scale import check_unnormalized_input, check_unno
 from tb_trainhealth.rules.gradients import check_exploding_gradients, check_vanishing_gradients
 from tb_trainhealth.rules.initialization import check_bad_initialization
 from tb_trainhealth.rules.input_pipeline import check_input_bound, check_input_pipeline_config
-from tb_trainhealth.rules.loss_curve import check_loss_oscillation, check_loss_plateau
+from tb_trainhealth.rules.loss_curve import check_loss_plateau
 from tb_trainhealth.rules.loss_divergence import check_loss_divergence
 from tb_trainhealth.rules.loss_metric import check_loss_metric_mismatch
+from tb_trainhealth.rules.loss_oscillation import check_loss_oscillation
 from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite

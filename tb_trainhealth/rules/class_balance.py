@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import LintEvent
-from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
+from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.constant_yardstick import label_statistics
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
@@ -56,12 +56,8 @@ FIXES = (
 )
 
 
-def _statistics(run: RunSignals) -> LintEvent | None:
-    return next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
-
-
 def check_majority_class(run: RunSignals) -> list[Finding]:
-    stats = _statistics(run)
+    stats = label_statistics(run)
     accuracy = run.get(sig.EPOCH_ACCURACY)
     if stats is None or accuracy is None:
         return []

@@ -61,6 +61,12 @@ STILL_FALLING = 0.10
 VAL_LOSS_TOLERANCE = 0.03
 
 
+def label_statistics(run: RunSignals) -> LintEvent | None:
+    """The first batches' label statistics the callback recorded (class counts, target moments, the
+    constant prediction's and a perfect prediction's loss), where it did."""
+    return next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+
+
 def beats_constant(loss: float, baseline: float) -> bool:
     """A loss clear of what the constant prediction costs: something learned carries over."""
     return loss < (1 - VAL_LOSS_TOLERANCE) * baseline
@@ -70,7 +76,7 @@ def constant_baseline(run: RunSignals) -> tuple[float, str] | None:
     """The loss a model that ignores its input reaches: (value, how it is made). For cross-entropy
     and MSE from the label statistics (the entropy of the label frequencies, the targets'
     variance); for every other loss, what the callback measured with the loss itself."""
-    stats = next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+    stats = label_statistics(run)
     if stats is None:
         return None
     loss, mean, variance = stats.loss, stats.mean, stats.variance
@@ -103,7 +109,7 @@ class Yardstick:
 def yardstick(run: RunSignals) -> Yardstick | None:
     """What a constant prediction scores under the run's own loss, where the callback measured it
     (and it is not ~0: labels of one class, or constant targets, leave nothing to measure against)."""
-    stats = next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+    stats = label_statistics(run)
     if stats is None or stats.constant_loss is None or not stats.constant_loss > MIN_YARDSTICK:
         return None
     return Yardstick(float(stats.constant_loss), stats.constant_how or "a constant prediction", stats)
@@ -112,7 +118,7 @@ def yardstick(run: RunSignals) -> Yardstick | None:
 def loss_floor(run: RunSignals) -> float:
     """What a perfect prediction scores under the run's loss: 0, but for soft targets under a
     cross-entropy (their entropy). Progress is measured on the way down to it, not to 0."""
-    stats = next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+    stats = label_statistics(run)
     return float(stats.floor_loss) if stats is not None and stats.floor_loss else 0.0
 
 

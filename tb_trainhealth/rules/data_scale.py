@@ -15,7 +15,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import learned_anyway
+from tb_trainhealth.rules.constant_yardstick import label_statistics, learned_anyway
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
 from tb_trainhealth.rules.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
@@ -37,7 +37,7 @@ def _lint(run: RunSignals, checks: Collection[LintCheck]) -> list[LintEvent]:
 
 
 def check_unnormalized_target(run: RunSignals) -> list[Finding]:
-    stats = next(iter(_lint(run, {LintCheck.LABEL_STATISTICS})), None)
+    stats = label_statistics(run)
     loss = run.get(sig.EPOCH_LOSS) or run.get(sig.LOSS)
     if stats is None or loss is None or stats.mean is None or stats.variance is None:
         return []

@@ -1,7 +1,7 @@
-"""Loss-curve rules: `loss_plateau`, `loss_oscillation`, and the curve every loss rule judges.
+"""`loss_plateau`, and the training-loss curve every loss rule judges.
 
-`training_loss` picks the training-loss series (after any warm-up) that these rules and
-`loss_divergence` (its own module) read. They need only a loss series, so they also work on
+`training_loss` picks the training-loss series (after any warm-up) that this rule,
+`loss_oscillation` and `loss_divergence` (their own modules) read. They need only a loss series, so they also work on
 logs written by Keras' TensorBoard callback or plain `tf.summary.scalar`. All levels are
 medians of smoothed stretches, so downsampled series (TensorBoard hands plugins ~1000
 points) give the same answers as full ones.
@@ -15,12 +15,11 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
 from tb_trainhealth.rules.constant_yardstick import constant_baseline, loss_floor
 from tb_trainhealth.rules.fact_text import signed_percent
-from tb_trainhealth.rules.run_setup import large_rate, number
+from tb_trainhealth.rules.frozen_steps import RAISE_RATE_FIX, frozen_cause
 from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
-from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.rules.weight_health import update_ratio_level
 from tb_trainhealth.signals import RunSignals, Series
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
@@ -53,19 +52,9 @@ _LINT_CAUSES = frozenset({
 # Lint findings that explain a plateau entirely: the plateau finding would only repeat them with
 # a wrong first guess (inputs scaled to almost nothing: the model cannot see them).
 _LINT_EXPLAINS = frozenset({LintCheck.TINY_INPUT})
-# A peak learning rate below this is a likely reason for no progress.
-LOW_LR = 1e-5
-# Oscillation: no progress (the second half's median at least 90% of the untrained
-# loss: a learning rate too high to settle does no better than the untrained model;
-# minibatch noise around real progress stays below that), and the second half swings
-# with an inter-quartile range at least this share of its level, trending neither down
-# nor up (last quarter's median within OSCILLATION_TREND of the third quarter's).
+# Swings with an inter-quartile range at least this share of their level are an oscillation
+# (loss_oscillation), not a plateau.
 OSCILLATION_SPREAD = 0.5
-OSCILLATION_MAX_PROGRESS = 0.9
-OSCILLATION_START_POINTS = 3
-OSCILLATION_TREND = 0.9
-# Above this multiple of the starting loss the run is diverging, not oscillating.
-OSCILLATION_MAX_LEVEL = 3.0
 
 
 def training_loss(run: RunSignals) -> tuple[str, Series] | None:
@@ -134,70 +123,6 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
     if epochs is not None and int(np.sum(epochs.steps > settled)) < MIN_BASELINE_EPOCHS:
         return None
     return baseline, how, settled
-
-
-# Naming the cause of a plateau (not firing it): updates below this share of the weights mean the
-# weights barely move. Measured (`bench/learn_less_zoo.py`): Adam 3e-6, SGD 1e-5, clipvalue=1e-6
-# and Adadelta at its default 1e-3 all plateau with ratios of 1e-7 to 3e-5; healthy runs sit at
-# 2.6e-4 to 1.5e-3 (weight_health), so a plateau below 1e-4 is the step size, not the data.
-FROZEN_UPDATE_RATIO = 1e-4
-# Clipping this tight (clipvalue / clipnorm / global_clipnorm) holds every update near zero.
-TIGHT_CLIP = 1e-3
-# Optimizers whose Keras default rate is far below what they need (Adadelta: the paper uses 1.0).
-_DEFAULT_TOO_LOW = {"Adadelta": 1.0}
-
-
-def _tight_clip(run: RunSignals) -> tuple[str, float] | None:
-    for name in ("clipvalue", "clipnorm", "global_clipnorm"):
-        value = number(run, name)
-        if value is not None and 0 < value <= TIGHT_CLIP:
-            return name, value
-    return None
-
-
-def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
-    """Why the weights barely move, when they barely move: (sentence, the fix that goes first)."""
-    ratio = update_ratio_level(run)
-    lr = run.get(sig.LEARNING_RATE)
-    rate = run.info.learning_rate
-    tiny_lr = lr is not None and len(finite_part(lr)) and float(np.nanmax(lr.values)) < LOW_LR
-    if not tiny_lr and (ratio is None or ratio >= FROZEN_UPDATE_RATIO):
-        return None
-    moved = f"each step moves the weights by only {ratio:.1e} of their size (healthy: about 1e-3)" if ratio else ""
-    clip = _tight_clip(run)
-    if clip is not None:
-        name, value = clip
-        return (
-            f"gradient clipping {name}={value:g} holds every update tiny: {moved or 'the weights barely move'}",
-            Fix(f"Loosen the clipping: {name}=1.0 is the usual setting.", f"keras.optimizers.SGD(..., {name}=1.0)"),
-        )
-    optimizer = run.info.optimizer or ""
-    rate_text = f"{rate:.2g}" if rate else "in use"
-    if large_rate(run) is not None:  # steps that barely move after a rate this large: it wrecked the model
-        return (
-            f"the learning rate ({rate_text}, {optimizer or 'optimizer'}) is far too large: its first updates "
-            f"wrecked the model (dead or saturated units), and now {moved or 'the weights barely move'}",
-            LR_FIX_LOWER,
-        )
-    if optimizer in _DEFAULT_TOO_LOW and (rate is None or rate < _DEFAULT_TOO_LOW[optimizer] / 10):
-        good = _DEFAULT_TOO_LOW[optimizer]
-        return (
-            f"{optimizer} at learning rate {rate_text} (Keras' default; {optimizer} needs about {good:g}): {moved}",
-            Fix(
-                f"{RAISE} to what {optimizer} needs ({good:g}), or use Adam at 1e-3.",
-                f"keras.optimizers.{optimizer}(learning_rate={good:g})",
-                (RAISE_RATE,),
-            ),
-        )
-    why = (
-        f"each step moves the weights by only {ratio:.1e} of their size (healthy training: about 1e-3)."
-        if ratio
-        else "it is below 1e-5."
-    )
-    return (
-        f"the learning rate ({rate_text}) is too small: {moved or 'it is below 1e-5'}",
-        Fix(f"{RAISE}: {why}", PLATEAU_FIXES[0].code, (RAISE_RATE,)),
-    )
 
 
 def _plateau_fixes(run: RunSignals, at_baseline: bool = False) -> tuple[Fix, ...]:
@@ -290,11 +215,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
 
 
 PLATEAU_FIXES = (
-    Fix(
-        "Raise the learning rate (the default 1e-3 for Adam is a good start; SGD often needs 1e-2 to 1e-1).",
-        "model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=..., metrics=...)",
-        (RAISE_RATE,),
-    ),
+    RAISE_RATE_FIX,
     Fix(
         "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",
         "print(np.unique(y_train, return_counts=True))",
@@ -308,129 +229,3 @@ PLATEAU_FIXES = (
         "print([(l.name, l.trainable) for l in model.layers])",
     ),
 )
-
-
-# Swinging epochs on a loss still large: the validation loss rising at least EPOCH_SWING times
-# over the epoch before, at least MIN_SWINGS times, and the training epoch loss at least once
-# TRAIN_SWING times, with the last epoch still at least UNCONVERGED of the first (no loss near its
-# floor; where the constant prediction's loss is known, the training epoch loss's second half at
-# least STILL_LARGE of it), and steps too large where measured (update ratio above HIGH_UPDATE_RATIO). Measured
-# (`bench/learn_less_zoo.py` bouncing_regression: targets x20, plain SGD 0.03): 5 validation
-# swings of 1.5-2.2x between 36 and 206, a training epoch 74.8 -> 204; its twin (SGD 0.01) falls
-# smoothly to 11.8. Overfitting rises steadily (one swing at most), not up and down. Seed 1's twin
-# (SGD 0.01) swings too (val 8.8-35) but its training loss sits at 5% of the targets' variance
-# (R^2 0.95) against 22-28% for the broken runs (seeds 0-1): STILL_LARGE between them.
-EPOCH_SWING = 1.5
-STILL_LARGE = 0.15
-MIN_SWINGS = 3
-TRAIN_SWING = 1.3
-UNCONVERGED = 0.1
-
-
-def _swings(values: np.ndarray, factor: float) -> np.ndarray:
-    """Indices of the epochs at least `factor` times the epoch before."""
-    values = values[np.isfinite(values)]
-    if len(values) < 2:
-        return np.empty(0, dtype=np.int64)
-    before = values[:-1]
-    return np.flatnonzero((before > 0) & (values[1:] >= factor * before)) + 1
-
-
-def _still_large(run: RunSignals, train: np.ndarray, val: np.ndarray) -> bool:
-    """The loss is still far from converged: against the constant prediction's loss where known."""
-    baseline = constant_baseline(run)
-    if baseline is not None and baseline[0] > 0:
-        return float(np.median(train[len(train) // 2 :])) >= STILL_LARGE * baseline[0]
-    return bool(val[-1] >= UNCONVERGED * val[0])
-
-
-def _swinging_epochs(run: RunSignals) -> list[Finding]:
-    """A loss still far from converged that jumps up and down from epoch to epoch: the learning
-    rate is too high for this loss's scale (a regression loss bouncing between tens and hundreds)."""
-    train, val = run.get(sig.EPOCH_LOSS), run.get(sig.EPOCH_VAL_LOSS)
-    if train is None or val is None or len(val) < MIN_EPOCH_POINTS:
-        return []
-    val_values, train_values = finite_part(val).values, finite_part(train).values
-    swings = _swings(val_values, EPOCH_SWING)
-    ratio = update_ratio_level(run)
-    if len(swings) < MIN_SWINGS or not len(_swings(train_values, TRAIN_SWING)) or len(val_values) < 2:
-        return []
-    if not _still_large(run, train_values, val_values) or (ratio is not None and ratio < HIGH_UPDATE_RATIO):
-        return []
-    rate = run.info.learning_rate
-    rate_text = f"the learning rate ({rate:.2g})" if rate else "the learning rate"
-    onset = int(val.steps[swings[0]])
-    low, high = float(np.min(val_values)), float(np.max(val_values))
-    return [
-        Finding(
-            code="loss_oscillation",
-            severity=Severity.WARNING,
-            step=onset,
-            title=f"Loss bounces between {low:.3g} and {high:.3g} from epoch to epoch: {rate_text} is too high for it",
-            detail=(
-                f"Validation loss jumped to at least {EPOCH_SWING:g}x the epoch before {len(swings)} times (from "
-                f"{run.at(onset)} on) and the training epoch loss swung too, while the loss is still "
-                f"{val_values[-1] / val_values[0]:.0%} of where it started: not noise around a converged loss but "
-                "steps too large for this loss's scale."
-                + (f" Each step moves the weights by {ratio:.2g} of their size (healthy: about 1e-3)." if ratio else "")
-            ),
-            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), onset, int(val.steps[-1])),
-            fixes=(LR_FIX_LOWER, LR_FIX_SCHEDULE, CLIP_FIX),
-        )
-    ]
-
-
-def check_loss_oscillation(run: RunSignals) -> list[Finding]:
-    found = training_loss(run)
-    if found is None:
-        return _swinging_epochs(run)
-    name, loss = found
-    # The untrained model's loss (median of the first few points): neither a run that
-    # blows up nor one that converges in its first steps may move the reference.
-    start = float(np.median(loss.values[:OSCILLATION_START_POINTS]))
-    half = len(loss) // 2
-    late = loss.values[half:]
-    level = float(np.median(late))
-    if start <= 0 or not OSCILLATION_MAX_PROGRESS * start <= level <= OSCILLATION_MAX_LEVEL * start:
-        return _swinging_epochs(run)
-    spread = relative_spread(late)
-    quarter = len(late) // 2
-    # Swinging around a level, not trending: the last quarter within ~10% of the third.
-    trend = np.median(late[quarter:]) / np.median(late[:quarter])
-    if spread < OSCILLATION_SPREAD or not OSCILLATION_TREND <= trend <= 1 / OSCILLATION_TREND:
-        return _swinging_epochs(run)
-    # Where the update size is measured, too high a learning rate shows in it: normal-sized
-    # updates (~1e-3 of the weights) with a swinging loss are minibatch noise, not oscillation.
-    ratio = update_ratio_level(run)
-    if ratio is not None and ratio < HIGH_UPDATE_RATIO:
-        return []
-    onset = int(loss.steps[half])
-    return [
-        Finding(
-            code="loss_oscillation",
-            severity=Severity.WARNING,
-            step=onset,
-            title=f"Loss oscillates without progress (swings of {spread:.0%} of its level)",
-            detail=(
-                f"Over the second half of the run (from {run.at(onset)}) training loss ({name}) swings with an "
-                f"inter-quartile range of {spread:.0%} of its median {level:.4g}, which is {level / start:.0%} "
-                f"of the untrained model's loss {start:.4g}: no progress."
-                + (
-                    f" Each step moves the weights by {ratio:.2g} of their size (healthy: about 1e-3): the "
-                    "learning rate is too high."
-                    if ratio is not None
-                    else ""
-                )
-            ),
-            evidence=Evidence((name,), onset, int(loss.steps[-1])),
-            fixes=(
-                LR_FIX_LOWER,
-                Fix(
-                    "Use a larger batch size to reduce gradient noise.",
-                    "model.fit(x, y, batch_size=128)",
-                ),
-                LR_FIX_SCHEDULE,
-                CLIP_FIX,
-            ),
-        )
-    ]

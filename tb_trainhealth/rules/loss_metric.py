@@ -24,9 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import LintEvent
-from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.rules.constant_yardstick import label_statistics
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 
@@ -55,7 +54,7 @@ MEAN_FIX = Fix(
 
 def _classifier(run: RunSignals) -> tuple[int, float | None] | None:
     """(classes, batch size) for a run trained with a loss of the user's own on several classes."""
-    stats = next(iter(run.first_of_each_check(LintEvent, {LintCheck.LABEL_STATISTICS})), None)
+    stats = label_statistics(run)
     if stats is None or stats.loss is not None or not stats.class_counts:
         return None
     classes = max(stats.units or 0, len(stats.class_counts))

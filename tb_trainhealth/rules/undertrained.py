@@ -38,16 +38,19 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
-from tb_trainhealth.rules.constant_yardstick import yardstick
-from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, number, optimizer_steps
+from tb_trainhealth.rules.few_steps import too_few_steps
+from tb_trainhealth.rules.frozen_steps import frozen_cause
 from tb_trainhealth.rules.series_math import finite_part, rank_correlation
+from tb_trainhealth.rules.still_falling import (
+    MAX_RANK_CORRELATION,
+    MIN_EPOCHS,
+    MIN_RELATIVE_DROP,
+    TAIL_EPOCHS,
+    share_per_epoch,
+)
+from tb_trainhealth.rules.stopped_too_early import early_stopping_too_eager
 from tb_trainhealth.signals import RunSignals, Series
 
-MIN_EPOCHS = 4
-# The judged stretch: the last TAIL_FRACTION of the epochs, at least TAIL_EPOCHS.
-TAIL_FRACTION = 0.4
-TAIL_EPOCHS = 3
-MAX_RANK_CORRELATION = -0.9
 # Per epoch, the last epochs still delivered this share of the whole improvement so far.
 # Checked on the demo and test runs: cut short at 6-8 epochs 10-20%; converged 0-1%;
 # a loss halving near zero (1-2% of its start) under 1%; creeping down 5-9% per epoch at
@@ -62,28 +65,6 @@ MIN_STEP_EPOCHS = 2
 MIN_STEP_POINTS = 40
 STEP_CUT_SHORT_SHARE = 0.08
 SATURATED_ACCURACY = 0.999
-# ...and the recent drop is at least this share of the loss's current level (per epoch, or over
-# the last quarter of the steps): a loss at its noise floor (healthy_noisy_regression) moves by
-# large shares of a tiny improvement, a loss near zero by tiny shares of a large one.
-MIN_RELATIVE_DROP = 0.02
-
-
-def _share_per_epoch(series: Series) -> float | None:
-    """Per epoch, the share of the improvement so far that the last TAIL_EPOCHS delivered,
-    when the tail falls steadily; else None."""
-    series = finite_part(series)
-    values = series.values
-    if len(values) < MIN_EPOCHS:
-        return None
-    tail = values[-max(TAIL_EPOCHS, int(np.ceil(TAIL_FRACTION * len(values)))) :]
-    if rank_correlation(tail) > MAX_RANK_CORRELATION:
-        return None
-    gained = float(np.max(values[: len(values) - TAIL_EPOCHS + 1]) - values[-1])
-    recent = values[-TAIL_EPOCHS:]
-    per_epoch = float(recent[0] - recent[-1]) / (len(recent) - 1)
-    if gained <= 0 or per_epoch < MIN_RELATIVE_DROP * float(values[-1]):
-        return None  # (a loss at its noise floor wobbles by shares of a tiny improvement)
-    return per_epoch / gained
 
 
 def _share_in_last_quarter(run: RunSignals) -> float | None:
@@ -115,8 +96,8 @@ def check_undertrained(run: RunSignals) -> list[Finding]:
         return []
     if run.stopped_by("EarlyStopping"):
         # By the user's own measure validation stopped improving, unless the measure was too tight.
-        return _early_stopping_too_eager(run, train, val)
-    few = _too_few_steps(run, train, val)
+        return early_stopping_too_eager(run, train, val)
+    few = too_few_steps(run, train, val)
     if few:
         return few
     if len(train) >= MIN_EPOCHS:
@@ -129,7 +110,7 @@ def check_undertrained(run: RunSignals) -> list[Finding]:
 def _judged_per_epoch(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
     if val is None:
         return []  # a falling training loss alone may as well be memorising
-    train_share, val_share = _share_per_epoch(train), _share_per_epoch(val)
+    train_share, val_share = share_per_epoch(train), share_per_epoch(val)
     if train_share is None or val_share is None:
         return _learning_too_slowly(run, train, val)
     share = min(train_share, val_share)
@@ -167,7 +148,7 @@ def _judged_per_step(run: RunSignals, train: Series, val: Series | None) -> list
 
 # Learning, but far too slowly: both losses fell every epoch over the whole run (rank correlation
 # at most MAX_RANK_CORRELATION), by at least SLOW_RELATIVE_DROP of their level per epoch at the end,
-# while each step moved the weights by less than loss_curve.FROZEN_UPDATE_RATIO of their size.
+# while each step moved the weights by less than frozen_steps.FROZEN_UPDATE_RATIO of their size.
 # Measured (`bench/learn_less_zoo.py` lr_tiny_regression_sgd, SGD 1e-5, held-out seed 4): both
 # losses fall 1.4% an epoch at the end (under MIN_RELATIVE_DROP, so not "cut short"), update
 # ratio 1.8e-5, validation loss 0.58 where its twin (SGD 1e-2) reaches 0.036; healthy runs'
@@ -191,8 +172,6 @@ def _steadily_falling(series: Series) -> float | None:
 
 
 def _learning_too_slowly(run: RunSignals, train: Series, val: Series) -> list[Finding]:
-    from tb_trainhealth.rules.loss_curve import frozen_cause  # (loss_curve's rules load after these)
-
     train_drop, val_drop = _steadily_falling(train), _steadily_falling(val)
     values = finite_part(val).values
     if train_drop is None or val_drop is None or values[-1] < SLOW_MIN_REMAINING * values[0]:
@@ -251,204 +230,3 @@ def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str
             LR_FIX_SCHEDULE,
         ),
     )
-
-
-# EarlyStopping that stopped a run still improving. Over the last ES_TAIL_EPOCHS before the stop the
-# validation loss fell with a rank correlation of at most ES_MAX_RANK_CORRELATION (one bump allowed:
-# patience 0 stops at the first one) and gained, per epoch, at least ES_STILL_SHARE of the whole
-# improvement so far and MIN_RELATIVE_DROP of its level. Measured (`bench/learn_less_zoo.py`):
-# min_delta=0.05 on a regression loss gaining 0.012 per epoch: 5.6% per epoch, rank correlation
-# -1.0, stopped at epoch 6 of 50 (the twin, min_delta=0, reaches 0.039 against 0.101); patience=0 on
-# val_accuracy: 2.8% per epoch (4.7% of its level), stopped at epoch 13 of 60 (accuracy 0.77 against 0.84).
-# TIGHT_PATIENCE: patience at most this ends a run at its first noisy epoch.
-ES_TAIL_EPOCHS = 4
-ES_MAX_RANK_CORRELATION = -0.6
-ES_STILL_SHARE = 0.02
-TIGHT_PATIENCE = 1
-
-
-def _gain_per_epoch(values: np.ndarray) -> tuple[float, float] | None:
-    """(gain per epoch over the last ES_TAIL_EPOCHS, share of the improvement so far), when the
-    tail still falls; else None."""
-    if len(values) < ES_TAIL_EPOCHS:
-        return None
-    tail = values[-ES_TAIL_EPOCHS:]
-    if rank_correlation(tail) > ES_MAX_RANK_CORRELATION:
-        return None
-    best_tail = float(np.min(tail))
-    gained = float(np.max(values[: len(values) - ES_TAIL_EPOCHS + 1]) - best_tail)
-    per_epoch = float(tail[0] - best_tail) / (ES_TAIL_EPOCHS - 1)
-    if gained <= 0 or per_epoch < MIN_RELATIVE_DROP * best_tail:
-        return None
-    return per_epoch, per_epoch / gained
-
-
-def _tight_setting(setup: EarlyStoppingSetup, gain: float) -> str | None:
-    """Which setting stopped a run still gaining `gain` per epoch (on the validation loss)."""
-    if setup.min_delta > 0 and "loss" in setup.monitor and setup.min_delta > gain:
-        return "min_delta"
-    if setup.patience <= TIGHT_PATIENCE:
-        return "patience"
-    return None
-
-
-def _early_stopping_too_eager(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
-    setup = early_stopping(run)
-    if setup is None or val is None:
-        return []
-    found = _gain_per_epoch(finite_part(val).values)
-    if found is None or found[1] < ES_STILL_SHARE or _gain_per_epoch(finite_part(train).values) is None:
-        return []
-    gain, share = found
-    which = _tight_setting(setup, gain)
-    if which is None:
-        return []
-    end = run.stopped_by("EarlyStopping")
-    planned = f" of {end.epochs_planned}" if end is not None and end.epochs_planned else ""
-    epochs = f"epoch {end.epochs_run}{planned}" if end is not None and end.epochs_run else run.at(int(val.steps[-1]))
-    if which == "min_delta":
-        why = (
-            f"min_delta={setup.min_delta:g} asks each epoch to gain more than the validation loss gains "
-            f"({gain:.3g} per epoch over the last {ES_TAIL_EPOCHS}): every epoch counts as no improvement."
-        )
-        fix = Fix(
-            f"Set min_delta below the gain per epoch ({gain:.2g}), or leave it at 0 and let patience decide.",
-            f"keras.callbacks.EarlyStopping(monitor='{setup.monitor}', patience=5, min_delta=0, restore_best_weights=True)",
-        )
-    else:
-        why = (
-            f"patience={setup.patience} ends the run at the first epoch that does not beat the best "
-            f"({setup.monitor}), and a validation metric is noisy from epoch to epoch."
-        )
-        fix = Fix(
-            "Give EarlyStopping a patience of 5-10 epochs so one noisy epoch does not end training.",
-            f"keras.callbacks.EarlyStopping(monitor='{setup.monitor}', patience=5, restore_best_weights=True)",
-        )
-    step = int(val.steps[-1])
-    return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
-            title=f"EarlyStopping ({which}) stopped the run while validation loss was still improving",
-            detail=(
-                f"EarlyStopping ended training at {epochs}, yet over its last {ES_TAIL_EPOCHS} epochs the validation "
-                f"loss still fell by {gain:.3g} per epoch ({share:.0%} of all its improvement so far, per epoch). "
-                + why
-            ),
-            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
-            fixes=(fix,),
-        )
-    ]
-
-
-# Too few optimizer steps in all: fewer than FEW_STEPS, with both losses still falling steadily
-# (rank correlation over the last TAIL_FRACTION of epochs at most MAX_RANK_CORRELATION) and still
-# gaining, per epoch, at least FEW_STEPS_SHARE of the improvement so far (the level test,
-# MIN_RELATIVE_DROP, is left out: a full-batch run moves its loss by ~1% an epoch). Measured
-# (`bench/learn_less_zoo.py`): a CNN trained with batch_size = the 600-sample training set for
-# 12 epochs (12 steps): 8.5% (training) and 9.6% (validation) per epoch, validation accuracy 0.68
-# against its twin's 1.0. The healthy sweep's smallest runs take 150+ steps and end flat.
-# A warning only where the batch size is why (a batch of at least FEW_STEPS_BATCH_SHARE of the
-# training set: 4 steps an epoch or fewer); with smaller batches the step count is the epochs the
-# author chose, judged like any run (a note: test_common_mistakes' 6 epochs of 13 steps).
-FEW_STEPS = 100
-FEW_STEPS_SHARE = 0.04
-FEW_STEPS_BATCH_SHARE = 0.25
-# Under this many optimizer steps in all no trend can be judged, and no model is trained: a run
-# that ends there with its loss still at least UNTRAINED_SHARE of the constant prediction's is
-# undertrained by its step count alone (real-bug zoo dm_iris_one_epoch: 1 epoch, 3 steps, validation
-# loss 0.74x the constant's). A model that already fits (a tiny, easy task) is not reported; nor are
-# the test suite's short healthy fits (8-16 steps), which a step count alone cannot tell apart.
-TOO_FEW_TO_JUDGE = 5
-UNTRAINED_SHARE = 0.1
-
-
-def _steady_share(series: Series) -> float | None:
-    values = finite_part(series).values
-    if len(values) < MIN_EPOCHS:
-        return None
-    tail = values[-max(TAIL_EPOCHS, int(np.ceil(TAIL_FRACTION * len(values)))) :]
-    if rank_correlation(tail) > MAX_RANK_CORRELATION:
-        return None
-    gained = float(np.max(values[: len(values) - TAIL_EPOCHS + 1]) - values[-1])
-    per_epoch = float(values[-TAIL_EPOCHS] - values[-1]) / (TAIL_EPOCHS - 1)
-    return per_epoch / gained if gained > 0 and per_epoch > 0 else None
-
-
-def _few_steps_reason(run: RunSignals, steps: int) -> str:
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
-    epochs = len(run.get(sig.EPOCH_LOSS) or ())
-    if samples and batch and batch >= samples / 2:
-        return f"batch_size={int(batch)} holds {batch / samples:.0%} of the {int(samples)} training samples: one or two steps per epoch"
-    if samples and batch:
-        return f"{int(samples)} training samples in batches of {int(batch)}, {epochs} epochs"
-    return f"{epochs} epochs"
-
-
-MORE_STEPS_FIX = Fix(
-    "Take more optimizer steps: more epochs, with early stopping to find the end.",
-    "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
-    "patience=10, restore_best_weights=True)])",
-    (ADD_EARLY_STOPPING,),
-)
-
-
-def _far_too_few_steps(run: RunSignals, steps: int, train: Series) -> list[Finding]:
-    stick, val = yardstick(run), run.get(sig.EPOCH_VAL_LOSS)
-    ended = finite_part(val if val is not None else train)
-    if stick is None or not len(ended):
-        return []
-    gain = 1 - float(np.min(ended.values)) / stick.value  # (one epoch is all there may be: no judged_loss)
-    if gain > 1 - UNTRAINED_SHARE:
-        return []
-    step = int(train.steps[-1])
-    return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
-            title=f"Only {steps} optimizer steps in all: the model has barely started training",
-            detail=(
-                f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}), too few to judge any "
-                f"trend and far too few to train a model: its best loss is still {1 - gain:.0%} of what a constant "
-                "prediction scores."
-            ),
-            evidence=Evidence((sig.EPOCH_LOSS,), None, step),
-            fixes=(MORE_STEPS_FIX,),
-        )
-    ]
-
-
-def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[Finding]:
-    steps = optimizer_steps(run)
-    if steps is not None and steps < TOO_FEW_TO_JUDGE and (far := _far_too_few_steps(run, steps, train)):
-        return far
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
-    if steps is None or steps >= FEW_STEPS or val is None:
-        return []
-    if not (samples and batch and batch >= FEW_STEPS_BATCH_SHARE * samples):
-        return []
-    shares = [_steady_share(train), _steady_share(val)]
-    if any(s is None or s < FEW_STEPS_SHARE for s in shares):
-        return []
-    share = min(s for s in shares if s is not None)
-    step = int(train.steps[-1])
-    fixes = [MORE_STEPS_FIX]
-    if batch > 64:
-        fixes.insert(0, Fix("Use a smaller batch: more (noisier) steps per epoch.", "model.fit(..., batch_size=32)"))
-    return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
-            title=f"Only {steps} optimizer steps in all, and the loss was still falling at every epoch",
-            detail=(
-                f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}). Training and validation "
-                f"loss still fell steadily at the end, each of the last epochs delivering {share:.0%} of all the "
-                "improvement so far: the model stopped long before it could have."
-            ),
-            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
-            fixes=tuple(fixes),
-        )
-    ]
