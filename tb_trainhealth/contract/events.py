@@ -113,12 +113,10 @@ class LintEvent(Event):
     count: int | None = None  # label_statistics, regression / binary: targets sampled
     mean: float | None = None
     variance: float | None = None
-    # label_statistics: the compiled loss of the best constant prediction on the sampled targets
-    # (callback/lint/constant_prediction.py), and how that constant is made.
+    # label_statistics (callback/lint/constant_prediction.py): the compiled loss of the best constant
+    # prediction, how it is made, and a perfect prediction's where not ~0 (soft targets: their entropy).
     constant_loss: float | None = None
     constant_how: str | None = None
-    # ...and what a perfect prediction scores: 0 but for soft targets under a cross-entropy (their
-    # own entropy, which no model gets below): progress is judged on the way from one to the other.
     floor_loss: float | None = None
 
 
