@@ -11,7 +11,9 @@ For each case of `bench/real_bugs/` three runs are trained with HealthCallback: 
   why) is counted apart: there only the verdict can be right.
 - fixed seed 1 (run) vs fixed seed 0 (baseline): expected "same" (or "better"); "worse" is a false
   alarm. The gap of the deciding metric between the two seeds is the run-to-run noise of that kind
-  of model, printed per case and per kind.
+  of model, printed per case and per kind. (A case's seed also draws its numpy data: the twin is
+  another sample of the same data set as well as another initialisation, as compare's data
+  settings show.)
 
 Runs are trained one after another in this process; Keras' session is cleared before each, as a
 fresh process would start, so layers are named as in a user's separate scripts. Layout, shared with
@@ -85,15 +87,13 @@ def ensure_trained(root: str, case: Case, key: str, seed: int) -> float | None:
 
 def deciding(comparison: Any) -> Any:
     """The metric the verdict was judged on, as `noise.judge` picks it (first accuracy, else first
-    metric); None where a broken run or incomparable losses decided."""
-    if comparison.why.startswith("the run broke"):
+    metric); None where a broken run decided or nothing did (verdict unknown)."""
+    if comparison.why.startswith("the run broke") or comparison.verdict.value == "unknown":
         return None
     accuracies = [pair for pair in comparison.metrics if pair.higher_is_better]
     if accuracies:
         return accuracies[0]
-    if comparison.metrics and "different losses" not in comparison.why:
-        return comparison.metrics[0]
-    return None
+    return comparison.metrics[0] if comparison.metrics else None
 
 
 def fix_rank(comparison: Any, case: Case) -> int | None:
@@ -235,6 +235,11 @@ def report(results: list[dict[str, Any]], verbose: bool) -> None:
     print(
         f"worse and the fix's change named 1st or 2nd: {hits} of {len(seen)} ({hits / max(len(seen), 1):.0%})"
         f"  [target: 90%]"
+    )
+    ranks = [r["rank"] for r in seen]
+    print(
+        f"rank of the fix's change (any verdict): 1st {ranks.count(1)}, 2nd {ranks.count(2)}, "
+        f">{TOP} {sum(1 for k in ranks if k is not None and k > TOP)}, not listed {ranks.count(None)}"
     )
     print(f"fix not recorded as a setting (verdict only): worse on {unseen_worse} of {len(unseen)}")
     print(
