@@ -29,3 +29,9 @@ class Case:
     # The fixed program looks suspicious but is fine (unscaled inputs that still learn, memory
     # that rises then levels off, a loss near the constant predictor on data with little signal).
     suspicious_fixed: bool = False
+    # What the fix changed, as `tb-trainhealth compare` names recorded settings: the setting names,
+    # or their last dotted part ("activation" for "dense_2.activation"), as compare_zoo's
+    # `Variant.culprits` (bench/compare_real_bugs.py: named first or second on buggy vs fixed).
+    fix_changes: tuple[str, ...] = ()
+    # Where the fix changed nothing compare records as a setting (fix_changes empty): why.
+    fix_unseen: str = ""

@@ -741,6 +741,7 @@ CASES: list[Case] = [
         "one unit is 1 and the cross-entropy is 0, so nothing is learned.",
         "Dense(1, activation='sigmoid') with loss='binary_crossentropy'.",
         ("output_loss_mismatch", "loss_plateau", "majority_class"),
+        fix_changes=("activation", "loss"),
     ),
     _case(
         "57407973",
@@ -751,6 +752,7 @@ CASES: list[Case] = [
         "gradient.",
         "activation='sigmoid' on the output Dense(1).",
         ("output_loss_mismatch", "vanishing_gradients", "loss_plateau"),
+        fix_changes=("activation",),
     ),
     _case(
         "62068109",
@@ -760,6 +762,7 @@ CASES: list[Case] = [
         "loss unbounded below (it runs to large negative values) and one sigmoid can't name 4 classes.",
         "Dense(4) + softmax with sparse_categorical_crossentropy.",
         ("label_problem", "output_loss_mismatch", "loss_divergence"),
+        fix_changes=("units", "activation", "loss"),
     ),
     _case(
         "66602662",
@@ -769,6 +772,7 @@ CASES: list[Case] = [
         "over one logit is 1, so the loss is exactly 0 and no gradient flows.",
         "Dense(5) logits with SparseCategoricalCrossentropy(from_logits=True).",
         ("output_loss_mismatch", "label_problem", "loss_plateau"),
+        fix_changes=("units", "activation", "loss"),
     ),
     _case(
         "70650848",
@@ -778,6 +782,8 @@ CASES: list[Case] = [
         "go to Dense(1, sigmoid) with categorical_crossentropy, whose loss over one unit is always 0.",
         "Keep the scaler's output and use Dense(3, softmax) with sparse_categorical_crossentropy.",
         ("output_loss_mismatch", "label_problem", "unnormalized_input"),
+        # train_labels changes too, but only because the inputs it weighs the labels by were scaled.
+        fix_changes=("input_mean", "input_std", "train_inputs", "units", "activation", "loss"),
     ),
     _case(
         "59758722",
@@ -789,6 +795,7 @@ CASES: list[Case] = [
         ("output_loss_mismatch", "dead_relu"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation",),
     ),
     _case(
         "54738769",
@@ -800,6 +807,7 @@ CASES: list[Case] = [
         ("output_loss_mismatch", "loss_plateau", "worse_than_constant"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation",),
     ),
     _case(
         "56774954",
@@ -811,6 +819,7 @@ CASES: list[Case] = [
         ("output_loss_mismatch", "label_problem", "loss_divergence"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation", "loss"),
     ),
     _case(
         "48976413",
@@ -822,6 +831,7 @@ CASES: list[Case] = [
         ("unnormalized_target", "saturated_activation", "worse_than_constant"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("label_distribution", "train_labels", "validation_label_distribution"),
     ),
     _case(
         "46869312",
@@ -833,6 +843,7 @@ CASES: list[Case] = [
         ("label_problem", "loss_divergence", "output_loss_mismatch"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("label_distribution", "train_labels", "validation_label_distribution"),
     ),
     _case(
         "69901379",
@@ -844,6 +855,14 @@ CASES: list[Case] = [
         ("unnormalized_target", "unnormalized_input", "undertrained"),
         score_name="r2",
         margin=0.1,
+        fix_changes=(
+            "input_mean",
+            "input_std",
+            "train_inputs",
+            "label_distribution",
+            "train_labels",
+            "validation_label_distribution",
+        ),
     ),
     _case(
         "48486598",
@@ -855,6 +874,7 @@ CASES: list[Case] = [
         ("model_config", "loss_plateau", "undertrained"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation", "units"),
     ),
     _case(
         "61234347",
@@ -863,6 +883,7 @@ CASES: list[Case] = [
         "model.fit(X_train, y_train) without epochs trains one epoch (4 steps) of a very deep tanh network.",
         "Train for more epochs.",
         ("undertrained",),
+        fix_changes=("epochs",),
     ),
     _case(
         "60801900",
@@ -874,6 +895,7 @@ CASES: list[Case] = [
         ("output_loss_mismatch", "dead_relu"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation",),
     ),
     _case(
         "53700537",
@@ -883,6 +905,7 @@ CASES: list[Case] = [
         "divides the outputs by their sum, which is 0 once the ReLUs die, giving nan.",
         "Dense(3, activation='softmax').",
         ("nonfinite", "output_loss_mismatch", "dead_relu"),
+        fix_changes=("activation", "use_bias"),
     ),
     _case(
         "64413907",
@@ -892,6 +915,7 @@ CASES: list[Case] = [
         "ReLU outputs leave the loss constant.",
         "Dense(3, activation='softmax').",
         ("output_loss_mismatch", "dead_relu", "loss_plateau"),
+        fix_changes=("activation",),
     ),
     _case(
         "68101077",
@@ -901,6 +925,7 @@ CASES: list[Case] = [
         "treats them as probabilities, clipping them into (0, 1).",
         "loss=SparseCategoricalCrossentropy(from_logits=True).",
         ("output_loss_mismatch", "loss_plateau"),
+        fix_changes=("from_logits", "loss"),
     ),
     _case(
         "62313327",
@@ -911,6 +936,7 @@ CASES: list[Case] = [
         ("output_loss_mismatch", "saturated_activation", "dead_relu"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation",),
     ),
     _case(
         "62957334",
@@ -920,6 +946,7 @@ CASES: list[Case] = [
         "dominate and the sigmoid collapses to one class.",
         "loss='binary_crossentropy'.",
         ("output_loss_mismatch", "label_problem", "majority_class"),
+        fix_changes=("loss",),
     ),
     _case(
         "66840108",
@@ -931,6 +958,7 @@ CASES: list[Case] = [
         ("label_problem", "loss_divergence", "output_loss_mismatch"),
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation", "loss"),
     ),
     _case(
         "65777704",
@@ -940,5 +968,7 @@ CASES: list[Case] = [
         "stacked sigmoids leave almost no gradient or information for the softmax.",
         "ReLU hidden layers, widest first (128, 64, 32).",
         ("vanishing_gradients", "saturated_activation", "model_config"),
+        # The fix changes the activations, the widths and the number of hidden layers.
+        fix_changes=("activation", "units", "layers"),
     ),
 ]

@@ -794,6 +794,8 @@ CASES: list[Case] = [
         fix="sigmoid on the output, clipped logs, learning rate 0.05 -> 0.5",
         codes=("nonfinite", "output_loss_mismatch"),
         run=_run_so35078027,
+        # The clipped logs are unseen: the custom loss keeps its name ('loss').
+        fix_changes=("activation", "learning_rate"),
     ),
     Case(
         name="tpb_so39939881_linreg_sgd_diverges",
@@ -805,6 +807,8 @@ CASES: list[Case] = [
         run=_run_so39939881,
         score_name="r2",
         margin=0.1,
+        # SGD's own settings (momentum, nesterov) and Adam's (beta_1, ...) come and go with the optimizer.
+        fix_changes=("optimizer",),
     ),
     Case(
         name="tpb_so43636736_arange_inputs_lr",
@@ -817,6 +821,7 @@ CASES: list[Case] = [
         score_name="r2",
         margin=0.1,
         suspicious_fixed=True,
+        fix_changes=("learning_rate",),
     ),
     Case(
         name="tpb_so43239467_relu_on_logits",
@@ -826,6 +831,7 @@ CASES: list[Case] = [
         fix="no activation on the last layer",
         codes=("dead_relu", "output_loss_mismatch", "loss_plateau"),
         run=_run_so43239467,
+        fix_changes=("activation",),
     ),
     Case(
         name="tpb_so42064941_fp16_adam_epsilon",
@@ -835,6 +841,7 @@ CASES: list[Case] = [
         fix="AdamOptimizer(1e-3, epsilon=1e-4)",
         codes=("nonfinite", "model_config"),
         run=_run_so42064941,
+        fix_changes=("epsilon",),
     ),
     Case(
         name="tpb_so38447935_target_shape_broadcast",
@@ -846,6 +853,9 @@ CASES: list[Case] = [
         run=_run_so38447935,
         score_name="r2",
         margin=0.1,
+        fix_changes=(),
+        fix_unseen="the targets are reshaped from (N,) to (N, 1): the same values, and the labels' shape is not a "
+        "recorded setting (the custom loss keeps its name)",
     ),
     Case(
         name="tpb_dltf_dbn_missing_softmax",
@@ -855,6 +865,7 @@ CASES: list[Case] = [
         fix="model_output = tf.nn.softmax(model_output) before the cost",
         codes=("output_loss_mismatch", "loss_plateau"),
         run=_run_dltf_missing_softmax,
+        fix_changes=("activation",),
     ),
     Case(
         name="autotrainer_gradient_vanish",
@@ -864,6 +875,7 @@ CASES: list[Case] = [
         fix="selu activations (AUTOTRAINER's repair)",
         codes=("vanishing_gradients", "saturated_activation", "loss_plateau"),
         run=_run_at_vanish,
+        fix_changes=("activation",),
     ),
     Case(
         name="autotrainer_relu_output",
@@ -873,6 +885,7 @@ CASES: list[Case] = [
         fix="softmax output",
         codes=("output_loss_mismatch", "dead_relu", "nonfinite"),
         run=_run_at_relu_output,
+        fix_changes=("activation",),
     ),
     Case(
         name="autotrainer_oscillating_sgd_bs1",
@@ -882,6 +895,8 @@ CASES: list[Case] = [
         fix="Adam (AUTOTRAINER's repair)",
         codes=("loss_oscillation",),
         run=_run_at_oscillating,
+        # Adam() also takes its default rate 0.001 for SGD's 0.01 (SGD's momentum goes with the optimizer).
+        fix_changes=("optimizer", "learning_rate"),
     ),
     Case(
         name="umlaut_raw_pixels_logits_no_from_logits",
@@ -891,6 +906,8 @@ CASES: list[Case] = [
         fix="divide by 255, SparseCategoricalCrossentropy(from_logits=True)",
         codes=("output_loss_mismatch", "unnormalized_input"),
         run=_run_umlaut_test_train,
+        # The pixels become floats too (input_dtype uint8 -> float): bookkeeping, not the fix.
+        fix_changes=("input_mean", "input_std", "train_inputs", "from_logits", "loss"),
     ),
     Case(
         name="umlaut_negative_learning_rate",
@@ -900,6 +917,7 @@ CASES: list[Case] = [
         fix="optimizer 'adam', SparseCategoricalCrossentropy(from_logits=True)",
         codes=("loss_divergence", "output_loss_mismatch", "loss_plateau"),
         run=_run_umlaut_negative_lr,
+        fix_changes=("optimizer", "learning_rate", "from_logits", "loss"),
     ),
     Case(
         name="neuralint_so45378493_softmax_one_unit",
@@ -910,6 +928,7 @@ CASES: list[Case] = [
         fix="sigmoid activation on the single unit",
         codes=("output_loss_mismatch", "majority_class", "loss_plateau"),
         run=_run_so45378493,
+        fix_changes=("activation",),
     ),
     Case(
         name="neuralint_so50555434_sigmoid_regression",
@@ -921,6 +940,7 @@ CASES: list[Case] = [
         run=_run_so50555434,
         score_name="r2",
         margin=0.1,
+        fix_changes=("activation",),
     ),
     Case(
         name="neuralint_comp_dnnfw_bce_multiclass",
@@ -931,6 +951,7 @@ CASES: list[Case] = [
         fix="categorical cross-entropy on the logits",
         codes=("output_loss_mismatch", "loss_plateau", "loss_metric_mismatch"),
         run=_run_comp_dnnfw,
+        fix_changes=("loss", "from_logits"),
     ),
     Case(
         name="taxonomy_multihot_sigmoid_cce",
@@ -940,6 +961,7 @@ CASES: list[Case] = [
         fix="binary_crossentropy",
         codes=("output_loss_mismatch", "label_problem"),
         run=_run_multihot_cce,
+        fix_changes=("loss",),
     ),
     Case(
         name="taxonomy_raw_pixels_cnn_high_lr",
@@ -949,6 +971,7 @@ CASES: list[Case] = [
         fix="rescale pixels to [0, 1]",
         codes=("unnormalized_input", "nonfinite", "exploding_gradients"),
         run=_run_raw_pixels_cnn,
+        fix_changes=("input_mean", "input_std", "train_inputs"),
     ),
     Case(
         name="taxonomy_regression_lr_spikes",
@@ -961,6 +984,7 @@ CASES: list[Case] = [
         score_name="r2",
         margin=0.1,
         suspicious_fixed=True,
+        fix_changes=("learning_rate",),
     ),
     Case(
         name="taxonomy_unshuffled_class_folders",
@@ -972,6 +996,9 @@ CASES: list[Case] = [
         codes=("loss_oscillation", "label_problem"),
         run=_run_unshuffled_folders,
         suspicious_fixed=True,
+        fix_changes=(),
+        fix_unseen="the PyDataset shuffles its own index each epoch: fit's shuffle setting is unchanged, and data "
+        "from a PyDataset get no fingerprints or statistics (compare lists no change at all)",
     ),
     Case(
         name="taxonomy_labels_shuffled_apart",
@@ -982,6 +1009,9 @@ CASES: list[Case] = [
         codes=("label_problem", "worse_than_constant", "loss_plateau"),
         run=_run_labels_shuffled_apart,
         suspicious_fixed=True,
+        # The fix restores the pairing of inputs and labels: what train_labels fingerprints (each label
+        # weighed by its own sample's input projection); train_inputs and the class shares stay the same.
+        fix_changes=("train_labels",),
     ),
     Case(
         name="taxonomy_labels_1_2_unscaled_scores",
@@ -992,5 +1022,7 @@ CASES: list[Case] = [
         codes=("label_problem", "loss_divergence", "majority_class"),
         run=_run_exam_labels_1_2,
         suspicious_fixed=True,
+        # The labels 1/2 become 0/1: their shares and fingerprint change.
+        fix_changes=("label_distribution", "train_labels", "validation_label_distribution"),
     ),
 ]
