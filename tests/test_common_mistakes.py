@@ -130,6 +130,14 @@ CASES = {
         "label_problem",
         "BinaryCrossentropy(from_logits=True)",
     ),
+    "one unit under categorical_crossentropy (one sigmoid under binary cross-entropy is fine)": (
+        lambda p: train(
+            p, mlp(1), keras.losses.CategoricalCrossentropy(from_logits=True), X, (Y == 0).astype("float32")
+        ),
+        lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),
+        "output_loss_mismatch",
+        'loss="binary_crossentropy"',
+    ),
     "one-unit softmax": (
         lambda p: train(p, mlp(1, "softmax"), "binary_crossentropy", X, (Y == 0).astype("float32")),
         lambda p: train(p, mlp(1, "sigmoid"), "binary_crossentropy", X, (Y == 0).astype("float32")),

@@ -217,3 +217,86 @@ def test_a_new_optimizers_own_settings_follow_it():
     assert culprit.ranked(changes, culprit.Evidence())[0].setting == "optimizer"
     alone = [Change("beta_1", 0.9, 0.5), Change("dense.use_bias", True, False)]  # the same optimizer: beta_1 counts
     assert culprit.ranked(alone, culprit.Evidence(parted_early=True))[0].setting == "beta_1"
+
+
+# -- compare v2: what a metric can say, another draw of the data, runs under different losses ------
+def test_an_accuracy_near_zero_in_both_runs_says_nothing_and_the_loss_decides():
+    """Keras' 'accuracy' on a regression counts exact matches: 0 in both (real-bug zoo
+    dm_linear_layers_polynomial) must not make a 4.5x worse validation loss 'the same'."""
+    base, run = run_of("b"), run_of("a")
+    for signals, val_loss in ((base, 0.0122), (run, 0.0551)):
+        steps = signals.series[sig.EPOCH_VAL_ACCURACY].steps
+        signals.series[sig.EPOCH_VAL_ACCURACY] = Series.of(steps, np.zeros(len(steps)))
+        signals.series[sig.EPOCH_ACCURACY] = Series.of(steps, np.full(len(steps), 0.0003))
+        signals.series[sig.EPOCH_VAL_LOSS] = Series.of(steps, np.linspace(3 * val_loss, val_loss, len(steps)))
+    comparison = compare(run, base, [], [])
+    assert comparison.verdict is Verdict.WORSE and comparison.why.startswith("val_loss"), comparison.why
+
+
+def test_another_draw_of_the_same_data_is_judged_against_what_draws_differ_by():
+    """Every data statistic moved as another random draw moves it: a 0.1 accuracy gap is what the
+    real-bug zoo's seed twins show (up to 0.2), not a change; the same gap with a setting changed is."""
+    drawn = {
+        **SETTINGS,
+        "validation_samples": 400,
+        "train_labels": 1200.0,
+        "train_inputs": 80.0,
+        "label_distribution": [0.27, 0.24, 0.49],
+    }
+    base = run_of("b", settings={**SETTINGS, "train_inputs": 81.0, "validation_samples": 400}, val_accuracy=0.9)
+    twin = compare(run_of("a", settings=drawn, val_accuracy=0.8, seed=1), base, [], [])
+    assert twin.verdict is Verdict.SAME and "two draws of the same data" in twin.why, twin.why
+    changed = compare(run_of("a", settings={**drawn, "dense.activation": "tanh"}, val_accuracy=0.8), base, [], [])
+    assert changed.verdict is Verdict.WORSE
+
+
+def test_resampled_data_is_told_from_edited_data():
+    from tb_trainhealth.compare.resample import resampled
+
+    base = {"train_samples": 800, "validation_samples": 200, "input_std": 1.0}
+    draw = [
+        Change("train_inputs", 3.2, 2.2),
+        Change("train_labels", 9.0, 6.8),
+        Change("input_mean", -0.05, 0.05),
+        Change("label_distribution", [0.47, 0.53], [0.51, 0.49]),
+    ]
+    assert resampled(draw, base)
+    assert not resampled([], base)  # nothing changed: seeds alone
+    assert not resampled([Change("train_labels", 9.0, 6.8)], base)  # labels changed on the same inputs
+    assert not resampled([*draw, Change("train_samples", 800, 24)], base)  # a subset
+    assert not resampled([*draw[:2], Change("input_mean", 0.5, 127.0)], base)  # unscaled inputs
+    assert not resampled([*draw[:2], Change("label_distribution", [0.5, 0.5], [0.9, 0.1])], base)  # a class lost
+    assert not resampled([*draw, Change("learning_rate", 1e-3, 1e-2)], base)  # a setting changed
+
+
+def test_runs_under_different_losses_are_judged_by_how_far_below_a_constant_each_got():
+    from tb_trainhealth.contract.events import LintEvent
+    from tb_trainhealth.contract.vocab import LintCheck
+
+    def under(loss: str, constant: float, val_loss: float) -> RunSignals:
+        signals = run_of(loss)
+        del signals.series[sig.EPOCH_ACCURACY], signals.series[sig.EPOCH_VAL_ACCURACY]
+        steps = signals.series[sig.EPOCH_LOSS].steps
+        signals.series[sig.EPOCH_VAL_LOSS] = Series.of(steps, np.linspace(constant, val_loss, len(steps)))
+        signals.events.append(LintEvent(0, LintCheck.LABEL_STATISTICS, constant_loss=constant))
+        signals.info = RunInfo(loss=loss)
+        return signals
+
+    worse = compare(under("mae", 0.8, 0.7), under("mse", 1.0, 0.05), [], [])
+    assert worse.verdict is Verdict.WORSE and "below a constant prediction" in worse.why, worse.why
+    same = compare(under("mae", 0.8, 0.1), under("mse", 1.0, 0.05), [], [])
+    assert same.verdict is Verdict.SAME, same.why
+
+
+def test_where_no_metric_compares_a_set_up_finding_the_baseline_lacks_decides():
+    """BCE on targets in [-1, 1] (real-bug zoo dm_bce_targets_in_minus1_1): the loss runs negative,
+    so no loss ratio means anything; the run's own label_problem says what is wrong."""
+    base, run = run_of("b"), run_of("a")
+    for signals in (base, run):
+        del signals.series[sig.EPOCH_ACCURACY], signals.series[sig.EPOCH_VAL_ACCURACY]
+    run.series[sig.EPOCH_LOSS] = Series.of(run.series[sig.EPOCH_LOSS].steps, -np.arange(10.0))
+    run.series[sig.LOSS] = Series.of(run.series[sig.LOSS].steps, -np.linspace(0, 40, 400))
+    labels = Finding("label_problem", Severity.CRITICAL, 0, "Labels outside [0, 1]", "", Evidence(series=(sig.LOSS,)))
+    comparison = compare(run, base, [labels], [])
+    assert comparison.verdict is Verdict.WORSE and "Labels outside [0, 1]" in comparison.why, comparison.why
+    assert compare(run, base, [], []).verdict is Verdict.UNKNOWN

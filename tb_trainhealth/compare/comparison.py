@@ -11,12 +11,14 @@ from typing import Any
 
 from tb_trainhealth.compare import culprit, fix_text
 from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metrics
-from tb_trainhealth.compare.noise import LOSS_NOISE, Judgement, Verdict, judge
+from tb_trainhealth.compare.noise import DRAWS, LOSS_NOISE, SEEDS, Judgement, Verdict, judge, judge_gains
+from tb_trainhealth.compare.resample import resampled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
 from tb_trainhealth.rules import run_setup
+from tb_trainhealth.rules.constant_yardstick import gain_over_constant
 from tb_trainhealth.rules.series_math import head_level
 from tb_trainhealth.signals import RunSignals
 
@@ -28,6 +30,19 @@ EARLY_SHARE = 0.5
 STILL_WRITING_SECONDS = 120.0
 # Findings that mean the run broke: a run with one where the baseline has none is worse.
 BROKEN = ("nonfinite", "training_crash", "oom", "training_stalled")
+# Findings that say the set-up does not fit the task: where no metric compares the runs (their
+# losses differ), a run with one the baseline lacks is worse.
+SET_UP_WRONG = (
+    "label_problem",
+    "output_loss_mismatch",
+    "worse_than_constant",
+    "loss_metric_mismatch",
+    "unnormalized_target",
+    "bad_initialization",
+)
+# A gain over the constant prediction above 1 is a loss below what a perfect prediction scores:
+# labels the loss is not defined for, not a better model.
+GAIN_SLACK = 0.01
 # Culprits named in the finding's title and fixes.
 NAMED_CULPRITS = 2
 
@@ -87,6 +102,10 @@ def _unusable(run: RunSignals, baseline: RunSignals, metrics: list[MetricPair]) 
         return (
             f"the baseline {baseline.run!r} is still being written (no end of fit recorded yet): compare once it ends"
         )
+    return None
+
+
+def _different_tasks(run: RunSignals, baseline: RunSignals) -> str | None:
     classifiers = (run.get(sig.EPOCH_ACCURACY) is not None, baseline.get(sig.EPOCH_ACCURACY) is not None)
     if classifiers[0] != classifiers[1] and run.info.loss != baseline.info.loss:
         which = "run" if classifiers[0] else "baseline"
@@ -114,14 +133,37 @@ def _judged(
     if broke:
         finding = next(f for f in run_findings if f.code in broke)
         return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
-    loss_changed = any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes)
+    loss_changed = any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes) or (
+        None not in (run.info.loss, baseline.info.loss) and run.info.loss != baseline.info.loss
+    )
     loss = baseline.get(sig.LOSS) or baseline.get(sig.EPOCH_LOSS)
     start = head_level(loss.values) if loss is not None else None
-    return judge(metrics, start, losses_comparable=not loss_changed)
+    noise = DRAWS if resampled(changes, baseline.settings.settings) else SEEDS
+    judgement = judge(metrics, start, losses_comparable=not loss_changed, noise=noise)
+    if judgement.verdict is not Verdict.UNKNOWN:
+        return judgement
+    found = _set_up_wrong(run_findings) - _set_up_wrong(baseline_findings)
+    if found:
+        finding = next(f for f in run_findings if f.code in found)
+        return Judgement(
+            Verdict.WORSE, None, f"{judgement.why}, and the run has what the baseline does not: {finding.title}"
+        )
+    tasks = _different_tasks(run, baseline)
+    if tasks:
+        return Judgement(Verdict.UNKNOWN, None, tasks)
+    gains = gain_over_constant(run), gain_over_constant(baseline)
+    if all(gain is not None and gain <= 1 + GAIN_SLACK for gain in gains):
+        return judge_gains(*gains)
+    return judgement
 
 
 def _broken(findings: list[Finding]) -> set[str]:
     return {f.code for f in findings if f.code in BROKEN and f.severity >= Severity.WARNING}
+
+
+def _set_up_wrong(findings: list[Finding]) -> set[str]:
+    """Codes of warnings and criticals that say the set-up does not fit the task."""
+    return {f.code for f in findings if f.severity >= Severity.WARNING and f.code in SET_UP_WRONG}
 
 
 def _evidence(run: RunSignals, baseline: RunSignals, parted: int | None, judgement: Judgement) -> culprit.Evidence:

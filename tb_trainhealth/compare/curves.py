@@ -20,6 +20,9 @@ METRICS = (
     (sig.EPOCH_ACCURACY, "accuracy", True),
     (sig.EPOCH_LOSS, "loss", False),
 )
+# An accuracy at most this in both runs throughout says nothing (Keras' 'accuracy' on targets
+# that are not classes: exact matches of real numbers).
+DEGENERATE_ACCURACY = 0.01
 # Points both curves are put on before they are compared: enough for where, few enough to be fast.
 GRID_POINTS = 400
 # A run has left the baseline's band once its smoothed loss stays beyond it for this share of the
@@ -54,18 +57,31 @@ def _json_float(value: float) -> float | None:
 
 
 def shared_metrics(run: RunSignals, baseline: RunSignals) -> list[MetricPair]:
-    """Every metric both runs logged per epoch (the training loss per step where neither has epochs).
-    A run whose metric ends in NaN ends at the worst value there is."""
+    """Every metric both runs logged per epoch that can tell them apart (the training loss per step
+    where neither has epochs). A run whose metric ends in NaN ends at the worst value there is."""
     pairs = []
     for series_name, name, higher in METRICS:
         ours, theirs = run.get(series_name), baseline.get(series_name)
-        if ours is not None and theirs is not None:
+        if ours is not None and theirs is not None and telling(ours, theirs, higher):
             pairs.append(MetricPair(name, higher, *_final_and_best_pair(theirs, ours, higher)))
     if not pairs:
         ours, theirs = run.get(sig.LOSS), baseline.get(sig.LOSS)
-        if ours is not None and theirs is not None:
+        if ours is not None and theirs is not None and telling(ours, theirs, False):
             pairs.append(MetricPair("loss", False, *_final_and_best_pair(_smooth(theirs), _smooth(ours), False)))
     return pairs
+
+
+def telling(run: Series, baseline: Series, higher: bool) -> bool:
+    """A metric that can tell two runs apart: not one constant value in both, not an accuracy near
+    0 in both (Keras' 'accuracy' on a regression counts exact matches), and for a loss, positive in both where
+    finite (a ratio of losses needs that; a cross-entropy below 0 is broken labels, said by the
+    run's own findings)."""
+    values = [s.values[np.isfinite(s.values)] for s in (run, baseline)]
+    if all(len(v) and np.ptp(v) == 0 for v in values) and values[0][0] == values[1][0]:
+        return False
+    if higher:
+        return not all(len(v) == 0 or float(v.max()) <= DEGENERATE_ACCURACY for v in values)
+    return all(len(v) == 0 or float(v.min()) > 0 for v in values)
 
 
 def _final_and_best_pair(baseline: Series, run: Series, higher: bool) -> tuple[float, float, float, float]:

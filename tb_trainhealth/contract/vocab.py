@@ -23,6 +23,7 @@ class LintCheck(Name):
     PROBABILITIES_AS_LOGITS = "probabilities_as_logits"
     LOGITS_AS_PROBABILITIES = "logits_as_probabilities"
     SOFTMAX_SINGLE_UNIT = "softmax_single_unit"
+    CATEGORICAL_SINGLE_UNIT = "categorical_single_unit"
     SIGMOID_WITH_CATEGORICAL = "sigmoid_with_categorical"
     RELU_WITH_CROSS_ENTROPY = "relu_with_cross_entropy"
     TARGETS_OUT_OF_OUTPUT_RANGE = "targets_out_of_output_range"

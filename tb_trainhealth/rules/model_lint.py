@@ -39,6 +39,13 @@ _EXPLAIN = {
         "Binary task: one sigmoid unit (or one logit with from_logits=True); K classes: K softmax units.",
         'keras.layers.Dense(1, activation="sigmoid")  # with loss="binary_crossentropy"',
     ),
+    LintCheck.CATEGORICAL_SINGLE_UNIT: (
+        "The last layer {layer} has a single unit under categorical cross-entropy, which spreads one unit of "
+        "probability over the classes: over one class that is always 1, so the loss is 0 whatever the model "
+        "outputs, and it learns nothing.",
+        "Binary task: one sigmoid unit and binary cross-entropy; K classes: K units.",
+        'keras.layers.Dense(1, activation="sigmoid")  # with loss="binary_crossentropy"',
+    ),
     LintCheck.RELU_WITH_CROSS_ENTROPY: (
         "The last layer {layer} applies relu, but cross-entropy needs probabilities (softmax/sigmoid) or "
         "unbounded logits: relu outputs are never negative and are 0 for every class that is 'off', so the "
@@ -62,7 +69,7 @@ _EXPLAIN = {
 
 
 # The model cannot learn the task at all with these.
-_CRITICAL = (LintCheck.SOFTMAX_SINGLE_UNIT, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE)
+_CRITICAL = (LintCheck.SOFTMAX_SINGLE_UNIT, LintCheck.CATEGORICAL_SINGLE_UNIT, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE)
 # ...and the installed Keras already handles these: worth knowing, nothing to fix for training.
 _HANDLED_BY_KERAS = (LintCheck.PROBABILITIES_AS_LOGITS,)
 

@@ -123,6 +123,7 @@ def check_input_ignored(run: RunSignals) -> list[Finding]:
 # -- cannot_fit_small_batch --------------------------------------------------------------------
 _OUTPUT_CHECKS = {
     LintCheck.SOFTMAX_SINGLE_UNIT,
+    LintCheck.CATEGORICAL_SINGLE_UNIT,
     LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
     LintCheck.RELU_WITH_CROSS_ENTROPY,
     LintCheck.PROBABILITIES_AS_LOGITS,

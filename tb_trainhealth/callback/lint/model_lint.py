@@ -144,6 +144,8 @@ def lint_model(model: keras.Model) -> list[LintEvent]:
         problems.append(LintCheck.LOGITS_AS_PROBABILITIES)
     if activation == "softmax" and units == 1:
         problems.append(LintCheck.SOFTMAX_SINGLE_UNIT)
+    elif loss == LossKind.CATEGORICAL_CROSSENTROPY and units == 1:
+        problems.append(LintCheck.CATEGORICAL_SINGLE_UNIT)  # (normalised over one class: always 0)
     if activation == "sigmoid" and loss == LossKind.CATEGORICAL_CROSSENTROPY and (units or 0) > 1:
         problems.append(LintCheck.SIGMOID_WITH_CATEGORICAL)
     if activation == "relu":
