@@ -16,8 +16,7 @@ from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
-from tb_trainhealth.rules import run_setup
-from tb_trainhealth.rules.series_math import head_level
+from tb_trainhealth.series_math import head_level
 from tb_trainhealth.signals import RunSignals
 
 CODE = "worse_than_baseline"
@@ -150,7 +149,7 @@ def _epochs_run(signals: RunSignals) -> float:
 
 
 def _steps_per_epoch(signals: RunSignals) -> float:
-    recorded = run_setup.number(signals, "steps_per_epoch")
+    recorded = signals.settings.number("steps_per_epoch")
     if recorded is not None and recorded > 0:
         return recorded
     epochs = signals.get(sig.EPOCH_LOSS)

@@ -28,7 +28,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LintCheck, LossKind
 from tb_trainhealth.findings import LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.series_math import finite_part, rolling_median
+from tb_trainhealth.series_math import finite_part, rolling_median
 from tb_trainhealth.signals import RunSignals, Series
 
 # Measured (`python bench/real_bug_zoo.py`, `python bench/healthy_sweep.py`; README's table):

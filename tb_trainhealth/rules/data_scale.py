@@ -17,7 +17,7 @@ from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
 # Regression targets far from unit scale: their RMS (from the first batches' target moments) at

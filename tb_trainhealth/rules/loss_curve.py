@@ -18,9 +18,9 @@ from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE, RAISE
 from tb_trainhealth.rules.constant_yardstick import constant_baseline
 from tb_trainhealth.rules.fact_text import signed_percent
-from tb_trainhealth.rules.run_setup import large_rate, number
-from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
+from tb_trainhealth.rules.run_setup import large_rate
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.signals import RunSignals, Series
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
@@ -149,7 +149,7 @@ _DEFAULT_TOO_LOW = {"Adadelta": 1.0}
 
 def _tight_clip(run: RunSignals) -> tuple[str, float] | None:
     for name in ("clipvalue", "clipnorm", "global_clipnorm"):
-        value = number(run, name)
+        value = run.settings.number(name)
         if value is not None and 0 < value <= TIGHT_CLIP:
             return name, value
     return None

@@ -22,7 +22,7 @@ from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.constant_yardstick import beats_constant, constant_baseline
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
 
 # Cross-entropy cannot go below 0; allow float round-off.

@@ -31,8 +31,8 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.constant_yardstick import yardstick
-from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, number, optimizer_steps
-from tb_trainhealth.rules.series_math import finite_part, rank_correlation
+from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping, optimizer_steps
+from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
 
 MIN_EPOCHS = 4
@@ -365,7 +365,7 @@ def _steady_share(series: Series) -> float | None:
 
 
 def _few_steps_reason(run: RunSignals, steps: int) -> str:
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    samples, batch = run.settings.number("train_samples"), run.settings.number("batch_size")
     epochs = len(run.get(sig.EPOCH_LOSS) or ())
     if samples and batch and batch >= samples / 2:
         return f"batch_size={int(batch)} holds {batch / samples:.0%} of the {int(samples)} training samples: one or two steps per epoch"
@@ -419,7 +419,7 @@ def _too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[F
         return []
     share = min(s for s in shares if s is not None)
     step = int(train.steps[-1])
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    samples, batch = run.settings.number("train_samples"), run.settings.number("batch_size")
     fixes = [MORE_STEPS_FIX]
     if samples and batch and batch > 64:
         fixes.insert(0, Fix("Use a smaller batch: more (noisier) steps per epoch.", "model.fit(..., batch_size=32)"))
