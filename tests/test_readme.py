@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from tb_trainhealth.cli.arguments import EPILOG
+from tb_trainhealth.cli.diagnose import EPILOG
 from tb_trainhealth.cli.json_report import UNREADABLE, render_json
 from tb_trainhealth.compare.comparison import CODE as COMPARE_CODE
 from tb_trainhealth.findings import STATUS_ORDER, Evidence, Fact, Finding, Fix, Severity

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tb_trainhealth.cli.arguments import EPILOG, EXIT_FINDINGS, EXIT_OK, fail
+from tb_trainhealth.cli.exit_status import EXIT_FINDINGS, EXIT_OK, fail
 from tb_trainhealth.cli.json_report import RUN_ORDER, UNREADABLE, render_json
 from tb_trainhealth.cli.progress import clear_progress, show_reading, show_runs_diagnosed
 from tb_trainhealth.cli.text_report import render_text
@@ -26,6 +26,21 @@ from tb_trainhealth.read import event_files
 from tb_trainhealth.run_paths import is_local
 
 PARALLEL_RUNS = 2
+# diagnose's help, and the top-level parser's: the exit statuses and the JSON.
+EPILOG = """\
+exit status:
+  0  no finding at or above --fail-on
+  1  a finding at or above --fail-on (default: critical)
+  2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
+
+--json prints {"runs": [{"run", "status", "findings", "errors", "file_errors",
+"event_counts"}, ...]}, worst run first; "status": "critical", "warning", "ok" or
+"unreadable" (nothing of the run could be read: counted apart from ok; no run readable at
+all exits 2); "file_errors": [{"file", "error", "kind"}]. A finding: {"code", "severity",
+"step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence": {"series",
+"start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
+Finding codes are stable: see README's table.
+"""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
