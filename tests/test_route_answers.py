@@ -201,6 +201,7 @@ def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(c
     # slow_lr was trained first of its model (wider, before it, is another model): nothing to compare with.
     first = route_answers.compare_answer(compare_cache, CTX, "slow_lr", route_answers.BEST)
     assert (first["baseline"], first["verdict"], first["curves"]) == (None, "unknown", None)
+    assert set(first) == set(named)  # one form, with or without a baseline
     assert "no earlier run of the same model" in first["why"]
 
 

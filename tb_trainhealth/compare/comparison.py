@@ -1,7 +1,8 @@
 """A run against a known-good baseline, as one result: the verdict, the changed settings (culprit
 first), where the curves parted, the metrics, and the findings (the run's own diagnosis, with a
-`worse_than_baseline` finding first when it is worse). `to_json` is the contract of
-`tb-trainhealth compare --json`.
+`worse_than_baseline` finding first when it is worse); or, where no baseline was found to judge
+against (the tab's "best earlier run"), why not. `to_json` is the contract of `tb-trainhealth
+compare --json`, and what the tab's compare route sends, with what it draws beside it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ NAMED_CULPRITS = 2
 @dataclasses.dataclass
 class Comparison:
     run: str
-    baseline: str
+    baseline: str | None  # None: no baseline was found (`why` says why)
     verdict: Verdict
     why: str
     changes: list[Change]
@@ -53,6 +54,11 @@ class Comparison:
             "metrics": [entry for pair in self.metrics for entry in pair.to_dicts()],
             "findings": [finding.to_dict() for finding in self.findings],
         }
+
+    @classmethod
+    def without_baseline(cls, run: str, why: str) -> Comparison:
+        """Nothing to compare the run with: nothing judged, and why."""
+        return cls(run, None, Verdict.UNKNOWN, why, [], None, [], [])
 
 
 def compare(

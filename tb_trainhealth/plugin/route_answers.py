@@ -17,8 +17,8 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
 
-from tb_trainhealth.compare.baseline_pick import best_earlier_run
-from tb_trainhealth.compare.comparison import compare
+from tb_trainhealth.compare.baseline_pick import best_earlier_run, why_none_is_earlier
+from tb_trainhealth.compare.comparison import Comparison, compare
 from tb_trainhealth.diagnosis import Diagnosis
 from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
@@ -131,7 +131,8 @@ def compare_answer(
         diagnoses, _pending = cache.all(ctx)  # runs still being diagnosed are not candidates yet
         name = best_earlier_run(ours.signals, [d.signals for d in diagnoses])
         if name is None:
-            return _no_baseline(ours.signals)
+            nothing = Comparison.without_baseline(ours.signals.run, why_none_is_earlier(ours.signals))
+            return _compare_json(nothing, ours.signals, None, True, points)
         theirs = next(d for d in diagnoses if d.group.name == name)
     else:
         found = cache.one(baseline, ctx)
@@ -139,44 +140,25 @@ def compare_answer(
             raise errors.NotFoundError(f"no baseline run named {baseline[:200]!r}")
         theirs = found
     comparison = compare(ours.signals, theirs.signals, ours.findings, theirs.findings)
-    curves = compare_curves.overlay(ours.signals, theirs.signals, comparison.parted_at_step)
-    return {
-        **comparison.to_json(),
-        "axis": ours.signals.axis,
-        "picked": baseline == BEST,
-        "curves": {
-            "x": curves.x,
-            "loss": curves.loss,
-            "parted_at": curves.parted_at,
-            "run": {name: _points(series, points) for name, series in curves.run.items()},
-            "baseline": {name: _points(series, points) for name, series in curves.baseline.items()},
-        },
-        "layer_grad_ratio": compare_curves.layer_grad_ratio(ours.signals, theirs.signals),
-    }
+    return _compare_json(comparison, ours.signals, theirs.signals, baseline == BEST, points)
 
 
-def _no_baseline(signals: RunSignals) -> dict[str, Any]:
-    """The compare answer when BEST finds no run to compare with, and why."""
-    if signals.last_write is None:
-        why = "this run's write times are unknown, so no run can be told to be earlier"
-    elif signals.settings.layers or signals.info.model:
-        why = "no earlier run of the same model exists (same layer classes, or same model name and layer count)"
-    else:
-        why = "this run records no model (layer classes or model name) to find earlier runs of"
-    return {
-        "run": signals.run,
-        "baseline": None,
-        "verdict": "unknown",
-        "why": why,
-        "changes": [],
-        "parted_at_step": None,
-        "metrics": [],
-        "findings": [],
-        "axis": signals.axis,
-        "picked": True,
-        "curves": None,
-        "layer_grad_ratio": [],
-    }
+def _compare_json(
+    comparison: Comparison, run: RunSignals, baseline: RunSignals | None, picked: bool, points: int
+) -> dict[str, Any]:
+    """The comparison's JSON and what the tab draws beside it (nothing without a baseline)."""
+    curves, ratios = None, []
+    if baseline is not None:
+        overlay = compare_curves.overlay(run, baseline, comparison.parted_at_step)
+        curves = {
+            "x": overlay.x,
+            "loss": overlay.loss,
+            "parted_at": overlay.parted_at,
+            "run": {name: _points(series, points) for name, series in overlay.run.items()},
+            "baseline": {name: _points(series, points) for name, series in overlay.baseline.items()},
+        }
+        ratios = compare_curves.layer_grad_ratio(run, baseline)
+    return {**comparison.to_json(), "axis": run.axis, "picked": picked, "curves": curves, "layer_grad_ratio": ratios}
 
 
 def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
