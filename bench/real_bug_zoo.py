@@ -33,7 +33,7 @@ from tb_trainhealth import engine
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.read.logdir import open_logdir
 from tb_trainhealth.read.reader import SignalReader
-from tb_trainhealth.rules.constant_yardstick import judged_loss, yardstick
+from tb_trainhealth.yardstick import judged_loss, yardstick
 
 # The input wait depends on how busy the machine is, not on the program: reported, not scored.
 LOAD_DEPENDENT = frozenset({"input_bound"})

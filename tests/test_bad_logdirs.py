@@ -149,22 +149,22 @@ def test_a_truncated_copy_of_a_finished_run_is_neither_live_nor_killed(tmp_path)
     logdir = tmp_path / "logdir"
     cut_copy(original, logdir / "copy", mtime=later)
     cut_copy(original, logdir / "killed", mtime=os.path.getmtime(original))  # cut by its writer, as it died
-    results = {r["run"]: r for r in diagnose_logdir(str(logdir), clock=lambda: later)}
+    results = {r.run: r for r in diagnose_logdir(str(logdir), clock=lambda: later)}
 
     copy = results["copy"]
-    (note,) = copy["file_errors"]
-    assert note["kind"] == "truncated_copy" and copy["errors"] == []
-    assert note["error"].startswith("the file ends inside a record (")
-    assert "a truncated copy, not a live run (its last complete event is 15 min older than the file)" in note["error"]
-    assert [f.code for f in copy["findings"]] == [] and copy["status"] == "ok"
+    (note,) = copy.file_problems
+    assert note.kind == "truncated_copy" and copy.errors == []
+    assert note.error.startswith("the file ends inside a record (")
+    assert "a truncated copy, not a live run (its last complete event is 15 min older than the file)" in note.error
+    assert [f.code for f in copy.findings] == [] and copy.status == "ok"
     text = render_text(list(results.values()), str(logdir))
     assert "still written" not in text
     assert f"OK       copy  (0 finding(s))\n  note: copy/{original.name}: the file ends inside a record" in text
 
     killed = results["killed"]  # the same bytes, written last as the fit ended: its writer died mid-record
-    (problem,) = killed["file_errors"]
-    assert problem["kind"] == "truncated" and "died mid-write" in problem["error"]
-    assert [f.code for f in killed["findings"]] == ["ended_abruptly"] and killed["status"] == "critical"
+    (problem,) = killed.file_problems
+    assert problem.kind == "truncated" and "died mid-write" in problem.error
+    assert [f.code for f in killed.findings] == ["ended_abruptly"] and killed.status == "critical"
 
 
 def flip(event_file, offsets) -> None:

@@ -123,7 +123,7 @@ def test_the_callback_compares_with_its_baseline_at_the_end_of_fit(runs, tmp_pat
     (found,) = [f for f in worse.findings if f.code == "worse_than_baseline"]
     assert "learning_rate" in found.title
     (result,) = diagnose_logdir(str(tmp_path / "worse"))  # recorded: the read side shows it too
-    assert "worse_than_baseline" in [f.code for f in result["findings"]]
+    assert "worse_than_baseline" in [f.code for f in result.findings]
     twin = _train(str(tmp_path / "twin"), seed=1, baseline=runs["good"])
     assert twin is not None and "worse_than_baseline" not in [f.code for f in twin.findings]
     missing = _train(str(tmp_path / "missing"), baseline=str(tmp_path / "no_such_run"))

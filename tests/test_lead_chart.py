@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.findings import Evidence, Finding, Severity
-from tb_trainhealth.plugin.lead_chart import lead_chart
+from tb_trainhealth.report.lead_chart import lead_chart
 from tb_trainhealth.signals import RunSignals, Series
 
 

@@ -66,8 +66,8 @@ def test_diagnoses_in_batches_are_those_of_one_load(five_runs, monkeypatch):
     monkeypatch.setattr(load_batches.data_server, "loaded_once", lambda *a: servers.append(a) or loaded_once(*a))
     assert cli.diagnose_logdir(five_runs) == whole
     assert len(servers) == 3  # 2 + 2 + 1 runs
-    assert {r["run"] for r in whole} == {f"run_{i}" for i in range(5)}
-    diverging = {r["run"] for r in whole if any(f.code == "loss_divergence" for f in r["findings"])}
+    assert {r.run for r in whole} == {f"run_{i}" for i in range(5)}
+    diverging = {r.run for r in whole if any(f.code == "loss_divergence" for f in r.findings)}
     assert diverging == {"run_1", "run_3"}
 
 
@@ -90,7 +90,7 @@ def test_without_the_data_server_every_run_is_read_at_once_in_this_process(five_
     monkeypatch.setenv("TENSORBOARD_DATA_SERVER_BINARY", "/nonexistent")
     providers = list(load_batches.loaded_run_batches(five_runs))
     assert len(providers) == 1
-    assert cli.diagnose_logdir(five_runs)[0]["diagnosed"]
+    assert cli.diagnose_logdir(five_runs)[0].diagnosed
 
 
 def test_a_logdir_without_runs_says_so(tmp_path):

@@ -112,5 +112,5 @@ def test_where_no_symlink_can_be_made_the_same_run_is_read_the_other_way_under_i
     linked = diagnose_logdir(spaced_logdir)
     monkeypatch.setattr(load_batches.os, "symlink", no_symlinks)
     (run,) = diagnose_logdir(spaced_logdir)
-    assert run["run"] == "lauf ü 1" and run["errors"] == []
-    assert [f.code for f in run["findings"]] == [f.code for f in linked[0]["findings"]]
+    assert run.run == "lauf ü 1" and run.errors == []
+    assert [f.code for f in run.findings] == [f.code for f in linked[0].findings]

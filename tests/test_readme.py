@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from tb_trainhealth.cli.arguments import EPILOG
-from tb_trainhealth.cli.json_report import UNREADABLE, render_json
+from tb_trainhealth.cli.diagnose import EPILOG
+from tb_trainhealth.cli.json_report import render_json
 from tb_trainhealth.compare.comparison import CODE as COMPARE_CODE
+from tb_trainhealth.contract.events import NonfiniteEvent
 from tb_trainhealth.findings import STATUS_ORDER, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.read import event_files
+from tb_trainhealth.report.run_report import UNREADABLE, RunReport
 from tb_trainhealth.rules import RULES
+from tb_trainhealth.signals import RunSignals
 
 README = (Path(ROOT) / "README.md").read_text()
 DOCS = Path(ROOT) / "docs"
@@ -54,8 +57,8 @@ def code_tables() -> list[tuple[str, list[list[str]]]]:
     return [(name, table) for name, text in texts.items() for table in tables(text) if "code" in table[0]]
 
 
-def sample_results() -> list[dict]:
-    """One run as `diagnose_logdir` gives it, with a finding that fills every field."""
+def sample_reports() -> list[RunReport]:
+    """One run as `diagnose_logdir` gives it, with a finding, a file error and an event that fill every field."""
     finding = Finding(
         code="nonfinite",
         severity=Severity.CRITICAL,
@@ -66,13 +69,12 @@ def sample_results() -> list[dict]:
         fixes=(Fix("Lower the learning rate.", "lr = 1e-4"),),
     )
     problem = event_files.FileProblem("run/events.out.tfevents.1.host", event_files.TRUNCATED, "truncated: ...")
-    result = {"run": "run", "status": "critical", "findings": [finding], "errors": [problem.text()]}
-    result |= {"file_errors": [problem.to_dict()], "event_counts": {"nonfinite": 1}, "axis": "step"}
-    return [result]
+    signals = RunSignals("run", events=[NonfiniteEvent(step=38, where="loss")])
+    return [RunReport.told("run", signals, [finding], [], [problem])]
 
 
 def written_run() -> dict:
-    return json.loads(render_json(sample_results()))["runs"][0]
+    return json.loads(render_json(sample_reports()))["runs"][0]
 
 
 def finding_keys(finding: dict) -> set[str]:

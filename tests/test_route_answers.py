@@ -18,6 +18,7 @@ from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.read import event_files
 from tb_trainhealth.read.logdir import open_logdir
 from tb_trainhealth.read.reader import SignalReader
+from tb_trainhealth.report import run_report
 
 CTX = tb_context.RequestContext()
 
@@ -66,7 +67,7 @@ def test_runs_not_diagnosed_yet_come_last_as_pending(scenario_logdir, monkeypatc
     finally:
         gate.set()  # the pool's threads finish their reads
     assert runs[0]["run"] == "nan_input" and runs[0]["status"] == nan.status == "critical"
-    assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {route_answers.PENDING}
+    assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {run_report.PENDING}
     assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in runs[1:])
 
 
@@ -94,10 +95,10 @@ def test_a_run_with_only_unreadable_event_files_is_listed_with_its_file_error(tm
     (tmp_path / "broken" / "events.out.tfevents.1700000000.host").write_bytes(b"\x07not an event file" * 20)
     fresh, files = cache_for(str(tmp_path)), event_files.BackgroundChecker(str(tmp_path), ttl=5.0)
     (run,) = route_answers.runs_answer(fresh, CTX, files)["runs"]
-    assert run["run"] == "broken" and run["status"] == "ok"
+    assert run["run"] == "broken" and run["status"] == run_report.UNREADABLE
     assert [e["kind"] for e in run["file_errors"]] == [event_files.UNREADABLE] and "broken/" in run["errors"][0]
     page = route_answers.findings_answer(fresh, CTX, files, "broken")
-    assert page["findings"] == [] and page["file_errors"] == run["file_errors"]
+    assert page["findings"] == [] and page["file_errors"] == run["file_errors"] and page["status"] == run["status"]
     with pytest.raises(errors.NotFoundError):
         route_answers.findings_answer(fresh, CTX, None, "broken")  # not listed without the file check
 
@@ -200,6 +201,7 @@ def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(c
     # slow_lr was trained first of its model (wider, before it, is another model): nothing to compare with.
     first = route_answers.compare_answer(compare_cache, CTX, "slow_lr", route_answers.BEST)
     assert (first["baseline"], first["verdict"], first["curves"]) == (None, "unknown", None)
+    assert set(first) == set(named)  # one form, with or without a baseline
     assert "no earlier run of the same model" in first["why"]
 
 
@@ -252,13 +254,15 @@ def test_fuzzed_compare_queries_never_get_a_500(compare_logdir):
 
 
 def test_a_truncated_copy_is_not_called_killed_in_the_tab_either():
-    """The tab tells the story `diagnose` tells (tests/test_bad_logdirs.py): a file cut after the
-    fact explains its missing end record; a file its writer left mid-record does not."""
+    """The tab tells the story `diagnose` tells (tests/test_bad_logdirs.py), from the same report: a
+    file cut after the fact explains its missing end record; a file its writer left mid-record does not."""
     from tb_trainhealth.findings import Evidence, Finding, Severity
 
     killed = Finding("ended_abruptly", Severity.CRITICAL, 9, "Ended abruptly", "", Evidence(series=()))
     plateau = Finding("loss_plateau", Severity.WARNING, 1, "Plateau", "", Evidence(series=()))
     copy = event_files.FileProblem("run/events", event_files.TRUNCATED_COPY, "cut")
     died = event_files.FileProblem("run/events", event_files.TRUNCATED, "cut")
-    assert route_answers._one_story([killed, plateau], [copy]) == [plateau]
-    assert route_answers._one_story([killed, plateau], [died]) == [killed, plateau]
+    cut_copy = run_report.RunReport.told("run", None, [killed, plateau], [], [copy])
+    assert (cut_copy.findings, cut_copy.status) == ([plateau], "warning")
+    killed_run = run_report.RunReport.told("run", None, [killed, plateau], [], [died])
+    assert (killed_run.findings, killed_run.status) == ([killed, plateau], "critical")

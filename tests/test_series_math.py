@@ -1,4 +1,4 @@
-"""series_math: the small statistics the rules share."""
+"""series_math: the small statistics the rules and `compare` share."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_trainhealth.rules import series_math
-from tb_trainhealth.rules.series_math import rank_correlation
+from tb_trainhealth import series_math
+from tb_trainhealth.series_math import rank_correlation
 
 
 @pytest.mark.parametrize("values", [np.full(50, 3.0), np.zeros(2), np.full(400, 1400.0)])

@@ -12,8 +12,8 @@ from tb_trainhealth.contract.events import (
     WeightInitEvent,
 )
 from tb_trainhealth.contract.vocab import LintCheck
+from tb_trainhealth.report.timeline import timeline
 from tb_trainhealth.signals import RunSignals
-from tb_trainhealth.timeline import timeline
 
 
 def test_events_in_step_order_without_measurements():

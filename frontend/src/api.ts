@@ -3,8 +3,9 @@
 // data: parsed defensively here, rendered with textContent elsewhere.
 
 export type Severity = "info" | "warning" | "critical";
-/** "pending": the server is still diagnosing the run (a first look at a big logdir). */
-export type Status = "critical" | "warning" | "ok" | "pending";
+/** The server's status of a run (run_report.py decides it, never the tab): "unreadable", nothing of
+ * the run could be read (its errors say why); "pending", the server is still diagnosing it. */
+export type Status = "critical" | "warning" | "ok" | "unreadable" | "pending";
 /** What a run's positions count: batch steps, or epochs (from 1) where it only has per-epoch data. */
 export type Axis = "step" | "epoch";
 
@@ -14,6 +15,7 @@ export interface Counts {
   info: number;
 }
 
+/** A run's line in the runs list (the runs route: a summary of the run's report). */
 export interface RunSummary {
   run: string;
   status: Status;
@@ -22,8 +24,6 @@ export interface RunSummary {
   last_step: number | null;
   last_epoch: number | null;
   errors: string[];
-  /** Nothing of the run could be read: its event files are garbage, corrupt from the start, ... */
-  unreadable: boolean;
 }
 
 export interface Fix {
@@ -71,17 +71,14 @@ export interface Finding {
   fixes: Fix[];
 }
 
-export interface RunFindings {
-  run: string;
-  status: Status;
-  has_health_data: boolean;
+/** A run's page (the findings route: the run's report in full, and what can be drawn of it). */
+export interface RunFindings extends RunSummary {
   axis: Axis;
   layers: string[];
   series: string[];
   findings: Finding[];
   lead: Lead | null;
   timeline: TimelineEntry[];
-  errors: string[];
   /** What a reader may want to know of the files, none of it an error (a truncated copy, a file still written). */
   notes: string[];
 }
@@ -142,7 +139,7 @@ export function strs(v: unknown): string[] {
 }
 
 function status(v: unknown): Status {
-  return v === "critical" || v === "warning" || v === "pending" ? v : "ok";
+  return v === "critical" || v === "warning" || v === "unreadable" || v === "pending" ? v : "ok";
 }
 
 function severity(v: unknown): Severity {
@@ -171,23 +168,17 @@ export async function getJson(url: string): Promise<unknown> {
   return body;
 }
 
-function parseRun(v: unknown): RunSummary {
-  const o = obj(v);
+function parseRun(o: Obj, fallbackName = ""): RunSummary {
   const c = obj(o["counts"]);
-  const run: RunSummary = {
-    run: str(o["run"]),
+  return {
+    run: str(o["run"], fallbackName),
     status: status(o["status"]),
     counts: { critical: num(c["critical"]) ?? 0, warning: num(c["warning"]) ?? 0, info: num(c["info"]) ?? 0 },
     has_health_data: o["has_health_data"] === true,
     last_step: num(o["last_step"]),
     last_epoch: num(o["last_epoch"]),
     errors: strs(o["errors"]),
-    unreadable: false,
   };
-  // An "ok" run with errors and no data at all is not healthy: nothing of it could be read.
-  run.unreadable =
-    run.status === "ok" && run.errors.length > 0 && !run.has_health_data && run.last_step === null && run.last_epoch === null;
-  return run;
 }
 
 export function parseFinding(v: unknown): Finding {
@@ -231,16 +222,14 @@ export function numsOrNull(v: unknown): (number | null)[] {
 export async function fetchRuns(): Promise<RunSummary[]> {
   const body = obj(await getJson("runs"));
   return arr(body["runs"])
-    .map(parseRun)
+    .map((r) => parseRun(obj(r)))
     .filter((r) => r.run !== "");
 }
 
 export async function fetchFindings(run: string): Promise<RunFindings> {
   const o = obj(await getJson("findings?run=" + encodeURIComponent(run)));
   return {
-    run: str(o["run"], run),
-    status: status(o["status"]),
-    has_health_data: o["has_health_data"] === true,
+    ...parseRun(o, run),
     axis: o["axis"] === "epoch" ? "epoch" : "step",
     layers: strs(o["layers"]),
     series: strs(o["series"]),
@@ -251,7 +240,6 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
       const step = num(t["step"]);
       return step === null ? [] : [{ step, kind: str(t["kind"]), text: str(t["text"]) }];
     }),
-    errors: strs(o["errors"]),
     notes: strs(o["notes"]),
   };
 }

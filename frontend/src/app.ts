@@ -90,18 +90,14 @@ export class App {
 
   private showRuns(): void {
     const runs = this.runs;
-    const n = { critical: 0, warning: 0, ok: 0, pending: 0 };
-    let unreadable = 0;
-    for (const r of runs) {
-      if (r.unreadable) unreadable += 1;
-      else n[r.status] += 1;
-    }
+    const n = { critical: 0, warning: 0, ok: 0, unreadable: 0, pending: 0 };
+    for (const r of runs) n[r.status] += 1;
     this.summary.textContent =
       runs.length === 0
         ? ""
         : plural(runs.length, "run") +
           ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok" +
-          (unreadable ? ", " + unreadable + " unreadable" : "") +
+          (n.unreadable ? ", " + n.unreadable + " unreadable" : "") +
           (n.pending ? ", " + n.pending + " still being diagnosed" : "");
     this.runList.update(runs);
     this.runView.setRuns(runs.map((r) => r.run));

@@ -40,11 +40,6 @@ export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** The badge of a run that could not be read at all (its files are garbage or damaged from the start). */
-export function unreadableBadge(extraClass = ""): HTMLElement {
-  return h("span", { class: "th-badge th-badge-critical" + (extraClass ? " " + extraClass : ""), text: "unreadable" });
-}
-
 export function badge(level: Severity | Status, extraClass = ""): HTMLElement {
   return h("span", { class: "th-badge th-badge-" + level + (extraClass ? " " + extraClass : ""), text: level });
 }

@@ -2,7 +2,7 @@
 // findings), worst first as the server orders them; the filter box; arrow-key navigation.
 import type { RunSummary } from "./api";
 import { append, clear, h } from "./dom";
-import { badge, countsText, fmtStep, plural, unreadableBadge } from "./format";
+import { badge, countsText, fmtStep, plural } from "./format";
 import { store, stored, STORE_FILTER } from "./storage";
 
 function totalFindings(r: RunSummary): number {
@@ -85,17 +85,16 @@ export class RunList {
   private fillItem(li: HTMLElement, r: RunSummary): void {
     const button = li.firstElementChild as HTMLButtonElement;
     button.setAttribute("data-status", r.status);
-    button.toggleAttribute("data-unreadable", r.unreadable);
     const total = totalFindings(r);
     button.title = r.run + "\n" + (r.status === "pending" ? "being diagnosed" : countsText(r.counts) || "no findings");
     const meta: string[] = [];
     if (r.last_step !== null) meta.push("step " + fmtStep(r.last_step));
     else if (r.last_epoch !== null) meta.push("epoch " + fmtStep(r.last_epoch));
-    if (!r.has_health_data && r.status !== "pending" && !r.unreadable) meta.push("no HealthCallback");
+    if (!r.has_health_data && r.status !== "pending" && r.status !== "unreadable") meta.push("no HealthCallback");
     if (r.errors.length) meta.push(plural(r.errors.length, "error"));
     clear(button);
     append(button, [
-      r.unreadable ? unreadableBadge("th-badge-small") : badge(r.status, "th-badge-small"),
+      badge(r.status, "th-badge-small"),
       h("span", { class: "th-run-text" }, [
         h("span", { class: "th-run-name", text: r.run }),
         h("span", { class: "th-run-meta", text: meta.join(" \u00b7 ") }),

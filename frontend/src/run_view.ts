@@ -7,7 +7,7 @@ import { CompareSection } from "./compare_view";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
 import { findingCard, type MountCharts } from "./finding_card";
-import { badge, countsText, errorText, fmtStep, unreadableBadge } from "./format";
+import { badge, countsText, errorText, fmtStep } from "./format";
 import { noCallbackHint } from "./hints";
 import type { Line } from "./chart_types";
 import { scalarColor } from "./theme";
@@ -100,40 +100,36 @@ export class RunView {
     if (token !== this.token) return;
     const scroll = main.scrollTop;
     this.charts.destroyAll();
-    const view = this.build(findings, summary);
+    const view = this.build(findings);
     clear(main);
     main.appendChild(view.element);
     for (const mountCharts of view.mounts) mountCharts(series, seriesError);
-    if (summary?.unreadable) this.compare.reset();
+    if (findings.status === "unreadable") this.compare.reset();
     else this.compare.show(run, keepScroll);
     main.scrollTop = keepScroll ? scroll : 0;
     this.shownRun = run;
     this.shownKey = summary ? runKey(summary) : null;
   }
 
-  private build(f: RunFindings, summary: RunSummary | undefined): { element: HTMLElement; mounts: MountCharts[] } {
+  private build(f: RunFindings): { element: HTMLElement; mounts: MountCharts[] } {
     const mounts: MountCharts[] = [];
-    const counts = { critical: 0, warning: 0, info: 0 };
-    for (const x of f.findings) counts[x.severity] += 1;
-    const lastStep = summary?.last_step ?? null;
-    const lastEpoch = summary?.last_epoch ?? null;
-    const last = lastStep !== null ? "step " + lastStep : lastEpoch !== null ? "epoch " + lastEpoch : null;
+    const unreadable = f.status === "unreadable";
+    const last = f.last_step !== null ? "step " + f.last_step : f.last_epoch !== null ? "epoch " + f.last_epoch : null;
     const view = h("div", { class: "th-run-view", testid: "run-view", data: { run: f.run } }, [
       h("div", { class: "th-run-header" }, [
         h("h2", { class: "th-run-title", text: f.run }),
-        summary?.unreadable ? unreadableBadge() : badge(f.status),
-        h("span", { class: "th-muted", text: countsText(counts) || "no findings" }),
+        badge(f.status),
+        h("span", { class: "th-muted", text: countsText(f.counts) || "no findings" }),
         last !== null ? h("span", { class: "th-muted", text: "last " + last }) : null,
       ]),
     ]);
 
-    const errors = f.errors.length ? f.errors : (summary?.errors ?? []);
-    if (errors.length > 0) view.appendChild(errorsNotice(errors));
+    if (f.errors.length > 0) view.appendChild(errorsNotice(f.errors));
     if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
     const off = f.findings.filter((x) => x.code === "part_not_recorded");
     if (off.length > 0) view.appendChild(partsOffNotice(off));
-    if (!f.has_health_data && !summary?.unreadable) view.appendChild(noCallbackHint());
-    if (!summary?.unreadable) view.appendChild(this.compare.element);
+    if (!f.has_health_data && !unreadable) view.appendChild(noCallbackHint());
+    if (!unreadable) view.appendChild(this.compare.element);
 
     if (f.lead) {
       const { card, mount } = this.leadCard(f, f.lead);
@@ -143,7 +139,7 @@ export class RunView {
     if (f.timeline.length) view.appendChild(timelineCard(f.timeline, f.axis));
 
     view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
-    if (f.findings.length === 0 && !summary?.unreadable) view.appendChild(noFindings(f.has_health_data, last));
+    if (f.findings.length === 0 && !unreadable) view.appendChild(noFindings(f.has_health_data, last));
     f.findings.forEach((finding, i) => {
       const { card, mount } = findingCard(f, finding, i, this.charts);
       view.appendChild(card);
@@ -152,7 +148,7 @@ export class RunView {
     return { element: view, mounts };
   }
 
-  /** The chart of the run's worst problem (the server picks the series: lead_chart.py). */
+  /** The chart of the run's worst problem (the server picks the series: report/lead_chart.py). */
   private leadCard(f: RunFindings, lead: Lead): { card: HTMLElement; mount: MountCharts } {
     const scalars = lead.series.filter((s) => !s.startsWith("layer_"));
     const layered = lead.series.filter((s) => s.startsWith("layer_"));

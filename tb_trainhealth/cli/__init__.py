@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from tb_trainhealth.cli.arguments import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, build_parser, fail
+from tb_trainhealth.cli.arguments import build_parser
 from tb_trainhealth.cli.diagnose import diagnose_logdir
+from tb_trainhealth.cli.exit_status import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, fail
 from tb_trainhealth.cli.watch import watch_logdir
 from tb_trainhealth.read import tensorboard_private
 from tb_trainhealth.run_paths import is_local

@@ -9,7 +9,7 @@ import json
 import sys
 import textwrap
 
-from tb_trainhealth.cli.arguments import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, fail
+from tb_trainhealth.cli.exit_status import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, fail
 from tb_trainhealth.compare import fix_text
 from tb_trainhealth.compare.comparison import Comparison
 from tb_trainhealth.compare.noise import Verdict

@@ -1,33 +1,17 @@
-"""`diagnose --json`: the one JSON object CI jobs and scripts parse (its shape is a contract:
-README's "The CLI" section and the parser's epilog). Only what is in it here is promised; the results' other keys
-(axis, diagnosed) stay internal.
+"""`diagnose --json`: the one JSON object CI jobs and scripts parse. Each run is its report's JSON
+form (`report.RunReport.to_json`), the keys its contract promises only (README's "The CLI"
+section and the parser's epilog): the tab's routes send more keys of the same form.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from tb_trainhealth.findings import STATUS_ORDER
+from tb_trainhealth.report.run_report import RunReport
 
-# A run nothing of which could be read: it has no finding because nothing was looked at, so it
-# is not "ok" (DESIGN's JSON contract lists it; the tab shows an "unreadable" badge).
-UNREADABLE = "unreadable"
-# Worst first, then by name. An unreadable run ranks with the "ok" runs, where the Health tab
-# lists it (its runs route calls such a run "ok" with errors and no data).
-RUN_ORDER = {**STATUS_ORDER, UNREADABLE: STATUS_ORDER["ok"]}
+CONTRACT_KEYS = ("run", "status", "findings", "errors", "file_errors", "event_counts")
 
 
-def render_json(results: list[dict[str, Any]]) -> str:
-    runs = [
-        {
-            "run": r["run"],
-            "status": r["status"],
-            "findings": [f.to_dict() for f in r["findings"]],
-            "errors": r["errors"],
-            "file_errors": r["file_errors"],
-            "event_counts": r["event_counts"],
-        }
-        for r in results
-    ]
+def render_json(reports: list[RunReport]) -> str:
+    runs = [report.to_json(CONTRACT_KEYS) for report in reports]
     return json.dumps({"runs": runs}, indent=2, allow_nan=False)

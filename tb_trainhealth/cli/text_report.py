@@ -7,32 +7,28 @@ from __future__ import annotations
 
 import collections
 import textwrap
-from typing import Any
 
-from tb_trainhealth.cli.json_report import UNREADABLE
-from tb_trainhealth.findings import STATUS_ORDER, Finding
-from tb_trainhealth.read import event_files
+from tb_trainhealth.findings import STATUS_ORDER
+from tb_trainhealth.report.run_report import UNREADABLE, RunReport
 
 MAX_FIXES = 3  # per finding in text output; --json has them all
 MAX_FACTS = 8
 
 
-def render_text(results: list[dict[str, Any]], logdir: str) -> str:
-    if not results:
+def render_text(reports: list[RunReport], logdir: str) -> str:
+    if not reports:
         return (
             f"No training runs found under {logdir}.\n"
             'Record one with:  model.fit(..., callbacks=[HealthCallback(log_dir="logs/run1")])\n'
         )
     lines = []
-    for result in results:
-        findings: list[Finding] = result["findings"]
-        lines.append(f"{result['status'].upper():8} {result['run']}  ({len(findings)} finding(s))")
-        for error in result["errors"]:
+    for report in reports:
+        lines.append(f"{report.status.upper():8} {report.run}  ({len(report.findings)} finding(s))")
+        for error in report.errors:
             lines.append(f"  ! {error}")
-        for problem in result["file_errors"]:
-            if problem["kind"] not in event_files.ERROR_KINDS:
-                lines.append(f"  note: {problem['file']}: {problem['error']}")
-        for finding in findings:
+        for note in report.notes:
+            lines.append(f"  note: {note}")
+        for finding in report.findings:
             lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
             lines.extend(textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      "))
             for fact in finding.evidence.facts[:MAX_FACTS]:
@@ -44,15 +40,15 @@ def render_text(results: list[dict[str, Any]], logdir: str) -> str:
             if len(finding.fixes) > MAX_FIXES:
                 lines.append(f"      (+{len(finding.fixes) - MAX_FIXES} more fixes: --json, or the Health tab)")
         lines.append("")
-    lines.append(summary_line(results))
+    lines.append(summary_line(reports))
     return "\n".join(lines) + "\n"
 
 
-def summary_line(results: list[dict[str, Any]]) -> str:
+def summary_line(reports: list[RunReport]) -> str:
     """The last line, "3 run(s): 0 critical, 1 warning, 1 ok, 1 unreadable", counted as the
     tab's summary counts them: an unreadable run is not ok, and is named only when there is one."""
-    counts = collections.Counter(r["status"] for r in results)
+    counts = collections.Counter(report.status for report in reports)
     parts = [f"{counts[status]} {status}" for status in STATUS_ORDER]
     if counts[UNREADABLE]:
         parts.append(f"{counts[UNREADABLE]} {UNREADABLE}")
-    return f"{len(results)} run(s): " + ", ".join(parts)
+    return f"{len(reports)} run(s): " + ", ".join(parts)

@@ -11,7 +11,7 @@ import collections
 import time
 from typing import TYPE_CHECKING
 
-from tb_trainhealth.cli.arguments import EXIT_OK
+from tb_trainhealth.cli.exit_status import EXIT_OK
 from tb_trainhealth.read import event_files
 from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.tracking import FindingTracker, finding_line

@@ -46,6 +46,15 @@ def best_earlier_run(run: RunSignals, candidates: list[RunSignals]) -> str | Non
     return None
 
 
+def why_none_is_earlier(run: RunSignals) -> str:
+    """Why `best_earlier_run` finds no run for `run`, in plain words."""
+    if run.last_write is None:
+        return "this run's write times are unknown, so no run can be told to be earlier"
+    if run.settings.layers or run.info.model:
+        return "no earlier run of the same model exists (same layer classes, or same model name and layer count)"
+    return "this run records no model (layer classes or model name) to find earlier runs of"
+
+
 def same_model(a: RunSignals, b: RunSignals) -> bool:
     """Same layer classes in the same order, as the callback recorded them; for runs recorded
     without them, the same model name (Keras' numbering aside) and number of trainable layers."""

@@ -1,7 +1,8 @@
 """A run against a known-good baseline, as one result: the verdict, the changed settings (culprit
 first), where the curves parted, the metrics, and the findings (the run's own diagnosis, with a
-`worse_than_baseline` finding first when it is worse). `to_json` is the contract of
-`tb-trainhealth compare --json`.
+`worse_than_baseline` finding first when it is worse); or, where no baseline was found to judge
+against (the tab's "best earlier run"), why not. `to_json` is the contract of `tb-trainhealth
+compare --json`, and what the tab's compare route sends, with what it draws beside it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
-from tb_trainhealth.rules import run_setup
-from tb_trainhealth.rules.constant_yardstick import gain_over_constant
-from tb_trainhealth.rules.series_math import head_level
+from tb_trainhealth.series_math import head_level
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import gain_over_constant
 
 CODE = "worse_than_baseline"
 # The run parted "early" when its training loss left the band within this share of the run: a learning
@@ -50,7 +50,7 @@ NAMED_CULPRITS = 2
 @dataclasses.dataclass
 class Comparison:
     run: str
-    baseline: str
+    baseline: str | None  # None: no baseline was found (`why` says why)
     verdict: Verdict
     why: str
     changes: list[Change]
@@ -69,6 +69,11 @@ class Comparison:
             "metrics": [entry for pair in self.metrics for entry in pair.to_dicts()],
             "findings": [finding.to_dict() for finding in self.findings],
         }
+
+    @classmethod
+    def without_baseline(cls, run: str, why: str) -> Comparison:
+        """Nothing to compare the run with: nothing judged, and why."""
+        return cls(run, None, Verdict.UNKNOWN, why, [], None, [], [])
 
 
 def compare(
@@ -192,7 +197,7 @@ def _epochs_run(signals: RunSignals) -> float:
 
 
 def _steps_per_epoch(signals: RunSignals) -> float:
-    recorded = run_setup.number(signals, "steps_per_epoch")
+    recorded = signals.settings.number("steps_per_epoch")
     if recorded is not None and recorded > 0:
         return recorded
     epochs = signals.get(sig.EPOCH_LOSS)

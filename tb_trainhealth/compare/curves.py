@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.rules.series_math import rolling_median, smoothing_window
+from tb_trainhealth.series_math import rolling_median, smoothing_window
 from tb_trainhealth.signals import RunSignals, Series
 
 # The metrics compared, most telling first: what the user selects a model on comes first.

@@ -87,6 +87,17 @@ class RunSettings:
     layers: tuple[tuple[str, str], ...] = ()  # (name, class name) of each layer, in model order
     settings: dict[str, Value] = dataclasses.field(default_factory=dict)
 
+    def get(self, name: str) -> Value:
+        """The setting's value; None where it is absent (the writer could not read it)."""
+        return self.settings.get(name)
+
+    def number(self, name: str) -> float | None:
+        """The setting as a finite number; None where it is absent, not a number, or a bool."""
+        value = self.settings.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        return float(value)
+
     def to_json(self) -> dict[str, Any]:
         return {"layers": [list(layer) for layer in self.layers], "settings": dict(self.settings)}
 

@@ -5,7 +5,7 @@ Rust data server), with each request's own request context, as TensorBoard's sca
 plugin does. Every route answers JSON; bad parameters (`tensorboard.errors.InvalidArgumentError`)
 get a 400 JSON error, unknown runs (`NotFoundError`) a 404, never a 500 with a traceback.
 A route only parses and checks its query parameters: what it answers is computed in
-route_answers.py, from plain arguments.
+route_answers.py, from plain arguments; http_api.md documents each route, its parameters and its JSON.
 """
 
 from __future__ import annotations

@@ -17,27 +17,22 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
 
-from tb_trainhealth.compare.baseline_pick import best_earlier_run
-from tb_trainhealth.compare.comparison import compare
-from tb_trainhealth.contract import series as sig
+from tb_trainhealth.compare.baseline_pick import best_earlier_run, why_none_is_earlier
+from tb_trainhealth.compare.comparison import Comparison, compare
 from tb_trainhealth.diagnosis import Diagnosis
-from tb_trainhealth.findings import STATUS_ORDER, Finding, run_status
 from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
-from tb_trainhealth.plugin.lead_chart import lead_chart
 from tb_trainhealth.read import event_files
-from tb_trainhealth.rules.stalls import without_kill_claim
+from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
 from tb_trainhealth.signals import RunSignals, Series
-from tb_trainhealth.timeline import timeline
 
 MIN_POINTS = 2
 MAX_POINTS_SENT = 2000
 DEFAULT_POINTS = 500
-# Status of a run whose first diagnosis is still running (the tab polls again soon).
-PENDING = "pending"
+# A run's summary in the runs route: these keys of its report's JSON form.
+LIST_KEYS = ("run", "status", "counts", "has_health_data", "last_step", "last_epoch", "errors", "notes", "file_errors")
 # The compare route's baseline meaning "the best earlier run of the same model" (baseline_pick.py).
 BEST = "best"
-_SEVERITIES = ("critical", "warning", "info")
 
 Problems = dict[str, list[event_files.FileProblem]]
 
@@ -53,43 +48,38 @@ def file_problems(files: event_files.BackgroundChecker | None, names: set[str]) 
 def runs_answer(
     cache: DiagnosisCache, ctx: tb_context.RequestContext, files: event_files.BackgroundChecker | None
 ) -> dict[str, Any]:
-    """Every run, worst first; runs still being diagnosed come last as "pending", and runs
-    TensorBoard does not list at all (nothing in them readable) come with their file errors."""
+    """Every run's summary (LIST_KEYS of its report), worst first; runs still being diagnosed come
+    last as "pending", and runs TensorBoard does not list at all (nothing in them readable) come
+    with their file errors."""
     diagnoses, pending = cache.all(ctx)
-    problems = file_problems(files, {d.group.name for d in diagnoses} | {g.name for g in pending})
-    runs = [_run_summary(d, problems.pop(d.group.name, [])) for d in diagnoses]
-    runs += [_unread_run(group.name, PENDING, problems.pop(group.name, [])) for group in pending]
-    runs += [_unread_run(name, "ok", found) for name, found in problems.items() if any(p.is_error for p in found)]
-    order = {**STATUS_ORDER, PENDING: len(STATUS_ORDER)}
-    runs.sort(key=lambda r: (order[r["status"]], r["run"]))  # as `diagnose` lists them: worst first, then name
-    return {"runs": runs}
+    problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
+    reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
+    return {"runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)]}
 
 
 def findings_answer(
     cache: DiagnosisCache, ctx: tb_context.RequestContext, files: event_files.BackgroundChecker | None, run: str
 ) -> dict[str, Any]:
-    """One run's page: its findings, series names, lead chart, timeline, events and errors.
+    """One run's page: its report in full, and what can be drawn of it (its layers, the names of
+    its series, its events).
 
     Raises NotFoundError for a run that is neither listed nor has unreadable event files."""
     diagnosis = cache.one(run, ctx)
     if diagnosis is None:
-        return _unread_findings(run, file_problems(files, set()).get(run, []))
+        report = RunReport.told(run, None, [], [], file_problems(files, set()).get(run, []))
+        if not report.errors:
+            raise errors.NotFoundError(f"no run named {run[:200]!r}")
+        return {**report.to_json(), **_drawable(RunSignals(run))}
     name = diagnosis.group.name
-    signals = diagnosis.signals
-    problems = file_problems(files, {name}).get(name, [])
-    findings = _one_story(diagnosis.findings, problems)
+    report = RunReport.of(diagnosis, file_problems(files, {name}).get(name, []))
+    return {**report.to_json(), **_drawable(diagnosis.signals)}
+
+
+def _drawable(signals: RunSignals) -> dict[str, Any]:
     return {
-        "run": name,
-        "status": run_status(findings),
-        "has_health_data": signals.has_health_data,
-        "axis": signals.axis,
         "layers": [layer.name for layer in signals.layers],
         "series": sorted(signals.series) + sorted(signals.layer_series),
-        "findings": [f.to_dict() for f in findings],
-        "lead": lead_chart(signals, findings),
-        "timeline": [entry.to_dict() for entry in timeline(signals)],
         "events": [event.to_json() for event in signals.events],
-        **_file_errors(diagnosis.errors, problems),
     }
 
 
@@ -141,7 +131,8 @@ def compare_answer(
         diagnoses, _pending = cache.all(ctx)  # runs still being diagnosed are not candidates yet
         name = best_earlier_run(ours.signals, [d.signals for d in diagnoses])
         if name is None:
-            return _no_baseline(ours.signals)
+            nothing = Comparison.without_baseline(ours.signals.run, why_none_is_earlier(ours.signals))
+            return _compare_json(nothing, ours.signals, None, True, points)
         theirs = next(d for d in diagnoses if d.group.name == name)
     else:
         found = cache.one(baseline, ctx)
@@ -149,44 +140,25 @@ def compare_answer(
             raise errors.NotFoundError(f"no baseline run named {baseline[:200]!r}")
         theirs = found
     comparison = compare(ours.signals, theirs.signals, ours.findings, theirs.findings)
-    curves = compare_curves.overlay(ours.signals, theirs.signals, comparison.parted_at_step)
-    return {
-        **comparison.to_json(),
-        "axis": ours.signals.axis,
-        "picked": baseline == BEST,
-        "curves": {
-            "x": curves.x,
-            "loss": curves.loss,
-            "parted_at": curves.parted_at,
-            "run": {name: _points(series, points) for name, series in curves.run.items()},
-            "baseline": {name: _points(series, points) for name, series in curves.baseline.items()},
-        },
-        "layer_grad_ratio": compare_curves.layer_grad_ratio(ours.signals, theirs.signals),
-    }
+    return _compare_json(comparison, ours.signals, theirs.signals, baseline == BEST, points)
 
 
-def _no_baseline(signals: RunSignals) -> dict[str, Any]:
-    """The compare answer when BEST finds no run to compare with, and why."""
-    if signals.last_write is None:
-        why = "this run's write times are unknown, so no run can be told to be earlier"
-    elif signals.settings.layers or signals.info.model:
-        why = "no earlier run of the same model exists (same layer classes, or same model name and layer count)"
-    else:
-        why = "this run records no model (layer classes or model name) to find earlier runs of"
-    return {
-        "run": signals.run,
-        "baseline": None,
-        "verdict": "unknown",
-        "why": why,
-        "changes": [],
-        "parted_at_step": None,
-        "metrics": [],
-        "findings": [],
-        "axis": signals.axis,
-        "picked": True,
-        "curves": None,
-        "layer_grad_ratio": [],
-    }
+def _compare_json(
+    comparison: Comparison, run: RunSignals, baseline: RunSignals | None, picked: bool, points: int
+) -> dict[str, Any]:
+    """The comparison's JSON and what the tab draws beside it (nothing without a baseline)."""
+    curves, ratios = None, []
+    if baseline is not None:
+        overlay = compare_curves.overlay(run, baseline, comparison.parted_at_step)
+        curves = {
+            "x": overlay.x,
+            "loss": overlay.loss,
+            "parted_at": overlay.parted_at,
+            "run": {name: _points(series, points) for name, series in overlay.run.items()},
+            "baseline": {name: _points(series, points) for name, series in overlay.baseline.items()},
+        }
+        ratios = compare_curves.layer_grad_ratio(run, baseline)
+    return {**comparison.to_json(), "axis": run.axis, "picked": picked, "curves": curves, "layer_grad_ratio": ratios}
 
 
 def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
@@ -232,73 +204,3 @@ def downsample_index(values: np.ndarray, points: int) -> np.ndarray:
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in values.tolist()]
-
-
-def _run_summary(diagnosis: Diagnosis, problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """A diagnosed run's line in the run list: its status, finding counts and how far it got."""
-    counts = dict.fromkeys(_SEVERITIES, 0)
-    findings = _one_story(diagnosis.findings, problems)
-    for finding in findings:
-        counts[finding.severity.label] += 1
-    return {
-        "run": diagnosis.group.name,
-        "status": run_status(findings),
-        "counts": counts,
-        "has_health_data": diagnosis.signals.has_health_data,
-        **_last_position(diagnosis.signals),
-        **_file_errors(diagnosis.errors, problems),
-    }
-
-
-def _one_story(findings: list[Finding], problems: list[event_files.FileProblem]) -> list[Finding]:
-    """A run whose file was cut after the fact (a truncated copy) was not killed: as `diagnose` says."""
-    cut = any(problem.kind == event_files.TRUNCATED_COPY for problem in problems)
-    return without_kill_claim(findings, tail_cut_off=cut)
-
-
-def _last_position(signals: RunSignals) -> dict[str, int | None]:
-    """How far a run got, on its own axis: batch steps, or epochs where that is all it has."""
-    last, epochs = signals.last_position, signals.axis == sig.EPOCH_AXIS
-    return {"last_step": None if epochs else last, "last_epoch": last if epochs else None}
-
-
-def _unread_run(name: str, status: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """A run not diagnosed (yet): pending, or listed only for its unreadable event files."""
-    return {
-        "run": name,
-        "status": status,
-        "counts": dict.fromkeys(_SEVERITIES, 0),
-        "has_health_data": False,
-        "last_step": None,
-        "last_epoch": None,
-        **_file_errors([], problems),
-    }
-
-
-def _unread_findings(run: str, problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """The page of a run the runs answer lists for its unreadable event files only."""
-    if not any(p.is_error for p in problems):
-        raise errors.NotFoundError(f"no run named {run[:200]!r}")
-    return {
-        "run": run,
-        "status": "ok",
-        "has_health_data": False,
-        "axis": sig.STEP_AXIS,
-        "layers": [],
-        "series": [],
-        "findings": [],
-        "events": [],
-        **_file_errors([], problems),
-    }
-
-
-def _file_errors(messages: list[str], problems: list[event_files.FileProblem]) -> dict[str, Any]:
-    """`errors`: every error in plain words (the unreadable files' too); `file_errors`: one
-    {"file", "error", "kind"} per event file not read in full, kind one of event_files'
-    UNREADABLE, CORRUPT, TRUNCATED (errors) or PARTIAL_LIVE / TRUNCATED_COPY (notes: the file
-    is not broken); `notes`: the notes in plain words, for the tab to show as such."""
-    return {
-        "errors": [*messages, *(p.text() for p in problems if p.is_error)],
-        "notes": [p.text() for p in problems if not p.is_error],
-        "file_errors": [p.to_dict() for p in problems],
-    }

@@ -21,9 +21,9 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import label_statistics
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import label_statistics
 
 # Imbalanced: the largest class holds at least this share of the sampled labels (with balanced
 # classes, binary ones included, a model stuck at chance is a plateau, not a majority-class

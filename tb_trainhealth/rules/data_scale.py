@@ -15,10 +15,11 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import label_statistics, learned_anyway
+from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import label_statistics
 
 # Regression targets far from unit scale: their RMS (from the first batches' target moments) at
 # least TARGET_SCALE (the input scale check's UNNORMALIZED_SCALE), and the model still no better

@@ -10,11 +10,11 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import yardstick
-from tb_trainhealth.rules.run_setup import number, optimizer_steps
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.rules.run_setup import optimizer_steps
 from tb_trainhealth.rules.still_falling import share_per_epoch
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
+from tb_trainhealth.yardstick import yardstick
 
 # Too few optimizer steps in all: fewer than FEW_STEPS, with both losses still falling steadily
 # (rank correlation over the last TAIL_FRACTION of epochs at most MAX_RANK_CORRELATION) and still
@@ -39,7 +39,7 @@ UNTRAINED_SHARE = 0.1
 
 
 def _few_steps_reason(run: RunSignals, steps: int) -> str:
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    samples, batch = run.settings.number("train_samples"), run.settings.number("batch_size")
     epochs = len(run.get(sig.EPOCH_LOSS) or ())
     if samples and batch and batch >= samples / 2:
         return f"batch_size={int(batch)} holds {batch / samples:.0%} of the {int(samples)} training samples: one or two steps per epoch"
@@ -86,7 +86,7 @@ def too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[Fi
     steps = optimizer_steps(run)
     if steps is not None and steps < TOO_FEW_TO_JUDGE and (far := _far_too_few_steps(run, steps, train)):
         return far
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    samples, batch = run.settings.number("train_samples"), run.settings.number("batch_size")
     if steps is None or steps >= FEW_STEPS or val is None:
         return []
     if not (samples and batch and batch >= FEW_STEPS_BATCH_SHARE * samples):

@@ -12,9 +12,9 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import RAISE_RATE, Fix
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER, RAISE
-from tb_trainhealth.rules.run_setup import large_rate, number
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.rules.run_setup import large_rate
 from tb_trainhealth.rules.weight_health import update_ratio_level
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
 RAISE_RATE_FIX = Fix(
@@ -37,7 +37,7 @@ _DEFAULT_TOO_LOW = {"Adadelta": 1.0}
 
 def _tight_clip(run: RunSignals) -> tuple[str, float] | None:
     for name in ("clipvalue", "clipnorm", "global_clipnorm"):
-        value = number(run, name)
+        value = run.settings.number(name)
         if value is not None and 0 < value <= TIGHT_CLIP:
             return name, value
     return None

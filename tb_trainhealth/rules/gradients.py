@@ -8,7 +8,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.run_setup import rate_blew_it_up
-from tb_trainhealth.rules.series_math import (
+from tb_trainhealth.series_math import (
     finite_part,
     head_level,
     rolling_median,

@@ -12,8 +12,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import REGRESSION_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.run_setup import number, setting
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
 
 # Class shares are a distribution: they sum to 1 within the writer's rounding (4 decimals per class).
@@ -103,7 +102,7 @@ def _class_labels(run: RunSignals) -> bool:
 
 def recorded_shares(run: RunSignals, name: str) -> np.ndarray | None:
     """A recorded class-share setting, when it is a distribution (multi-label columns are not)."""
-    value = setting(run, name)
+    value = run.settings.get(name)
     if not isinstance(value, list) or len(value) < 2:
         return None
     shares = np.asarray(value, np.float64)
@@ -148,7 +147,7 @@ def class_shares_differ(run: RunSignals) -> list[Finding]:
         recorded_shares(run, "label_distribution"),
         recorded_shares(run, "validation_label_distribution"),
     )
-    samples, val_samples = number(run, "train_samples"), number(run, "validation_samples")
+    samples, val_samples = run.settings.number("train_samples"), run.settings.number("validation_samples")
     if train is None or validation is None or not samples or not val_samples or not _class_labels(run):
         return []
     train, validation, distance = share_distance(train, validation)
@@ -209,8 +208,8 @@ def _shares_finding(
 
 
 def conflicting_duplicates(run: RunSignals) -> list[Finding]:
-    conflict, ceiling = number(run, "duplicate_label_conflict"), number(run, "duplicate_label_ceiling")
-    distinct = number(run, "distinct_input_share")
+    conflict, ceiling = run.settings.number("duplicate_label_conflict"), run.settings.number("duplicate_label_ceiling")
+    distinct = run.settings.number("distinct_input_share")
     train = run.get(sig.EPOCH_ACCURACY)
     if conflict is None or ceiling is None or distinct is None or train is None:
         return []

@@ -15,7 +15,7 @@ from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
 
 # Cross-entropy cannot go below 0; allow float round-off.

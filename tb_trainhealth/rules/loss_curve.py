@@ -15,12 +15,12 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import constant_baseline, loss_floor
 from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.frozen_steps import RAISE_RATE_FIX, frozen_cause
-from tb_trainhealth.rules.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.rules.weight_health import update_ratio_level
+from tb_trainhealth.series_math import finite_part, relative_noise, relative_spread
 from tb_trainhealth.signals import RunSignals, Series
+from tb_trainhealth.yardstick import constant_baseline, loss_floor
 
 # A learning rate starting below this share of its peak is a warm-up: loss rules start after it.
 WARMUP_LR_RATIO = 0.5

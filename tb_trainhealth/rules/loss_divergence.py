@@ -14,7 +14,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.loss_curve import MIN_STEP_POINTS, is_noisy, training_loss
-from tb_trainhealth.rules.series_math import (
+from tb_trainhealth.series_math import (
     MIN_NOISY_WINDOW,
     finite_part,
     head_level,

@@ -25,9 +25,9 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import label_statistics
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import label_statistics
 
 HIGH_ACCURACY = 0.9
 SUM_LOW, SUM_HIGH = 0.5, 2.0

@@ -8,11 +8,11 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
-from tb_trainhealth.rules.constant_yardstick import constant_baseline
 from tb_trainhealth.rules.loss_curve import MIN_EPOCH_POINTS, OSCILLATION_SPREAD, training_loss
-from tb_trainhealth.rules.series_math import finite_part, relative_spread
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.series_math import finite_part, relative_spread
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import constant_baseline
 
 # Oscillation: no progress (the second half's median at least 90% of the untrained
 # loss: a learning rate too high to settle does no better than the untrained model;

@@ -13,11 +13,11 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import constant_baseline, yardstick
 from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.rules.run_setup import Penalty, strong_penalties
 from tb_trainhealth.rules.training_data import chance_band
 from tb_trainhealth.signals import RunSignals
+from tb_trainhealth.yardstick import constant_baseline, yardstick
 
 _EXPLAIN = {
     LintCheck.PROBABILITIES_AS_LOGITS: (

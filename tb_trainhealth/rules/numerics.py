@@ -15,7 +15,7 @@ from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
-from tb_trainhealth.rules.run_setup import rate_blew_it_up, setting
+from tb_trainhealth.rules.run_setup import rate_blew_it_up
 from tb_trainhealth.signals import RunSignals, Series
 
 # Mixed precision: skipped steps are only a problem when they keep happening.
@@ -354,6 +354,6 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
 
 def _fits_the_run(run: RunSignals, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
     """Leaves out the logits fix on a run whose loss already takes logits (it would contradict the run)."""
-    if setting(run, "loss.from_logits") is True:
+    if run.settings.get("loss.from_logits") is True:
         return tuple(fix for fix in fixes if fix is not FIXES[3])
     return fixes

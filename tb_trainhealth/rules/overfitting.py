@@ -14,11 +14,11 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
-from tb_trainhealth.rules.constant_yardstick import beats_constant, constant_baseline
-from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.training_data import LOSS_MEMORISED, validation_never_seen
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
+from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
+from tb_trainhealth.yardstick import beats_constant, constant_baseline
 
 # Evaluations after the best validation loss before calling it (Keras EarlyStopping
 # users commonly pick 3-10; we use the low end so the finding comes in time).

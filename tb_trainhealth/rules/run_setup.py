@@ -20,17 +20,6 @@ STRONG_PENALTY = 0.1
 _PENALTY = re.compile(r"\bl[12]=([0-9.eE+-]+)")
 
 
-def setting(run: RunSignals, name: str) -> object:
-    return run.settings.settings.get(name)
-
-
-def number(run: RunSignals, name: str) -> float | None:
-    value = setting(run, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def optimizer_steps(run: RunSignals) -> int | None:
     """Optimizer steps the run took: the per-step loss's last step, else epochs x batches per
     epoch from the settings (steps_per_epoch, or train_samples / batch_size)."""
@@ -45,10 +34,10 @@ def optimizer_steps(run: RunSignals) -> int | None:
 
 
 def steps_per_epoch(run: RunSignals) -> int | None:
-    explicit = number(run, "steps_per_epoch")
+    explicit = run.settings.number("steps_per_epoch")
     if explicit:
         return int(explicit)
-    samples, batch = number(run, "train_samples"), number(run, "batch_size")
+    samples, batch = run.settings.number("train_samples"), run.settings.number("batch_size")
     if not samples or not batch:
         return None
     return max(1, math.ceil(samples / batch))
@@ -62,11 +51,11 @@ class EarlyStoppingSetup:
 
 
 def early_stopping(run: RunSignals) -> EarlyStoppingSetup | None:
-    patience = number(run, "EarlyStopping.patience")
+    patience = run.settings.number("EarlyStopping.patience")
     if patience is None:
         return None
-    monitor = setting(run, "EarlyStopping.monitor")
-    min_delta = number(run, "EarlyStopping.min_delta") or 0.0
+    monitor = run.settings.get("EarlyStopping.monitor")
+    min_delta = run.settings.number("EarlyStopping.min_delta") or 0.0
     return EarlyStoppingSetup(monitor if isinstance(monitor, str) else "val_loss", int(patience), abs(min_delta))
 
 

@@ -5,9 +5,9 @@ and where each thread was, a `resumed` event when a step finished again. Which p
 and what to fix there is decided here, so older logs get better advice as the rules improve.
 `ended_abruptly` needs the time of the diagnosis (`RunSignals.now`) and of the run's newest
 write (`RunSignals.last_write`): the engine in the callback has neither and never gives it.
-Its evidence is a missing end record, so a reader that finds the run's event file cut short
-after the fact (a truncated copy) drops it with `without_kill_claim`: the record may be in the
-part that was cut off.
+Its evidence is a missing end record, so a run whose event file was cut short after the fact
+(a truncated copy) is not called killed (report/run_report.py): the record may be in the part
+that was cut off.
 """
 
 from __future__ import annotations
@@ -306,15 +306,6 @@ def judged_again_at(run: RunSignals) -> float | None:
     if limit is None or run.last_write is None:
         return None
     return run.last_write + limit
-
-
-def without_kill_claim(findings: list[Finding], tail_cut_off: bool) -> list[Finding]:
-    """`findings` without `ended_abruptly` where the run's event file lost its tail after the
-    fact (`tail_cut_off`: a truncated copy): its missing end record is explained by the cut, so
-    "the process was killed" is not what the evidence says; the file's note tells the story."""
-    if not tail_cut_off:
-        return findings
-    return [finding for finding in findings if finding.code != "ended_abruptly"]
 
 
 def _memory(run: RunSignals) -> tuple[str, bool, Evidence | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth.rules.series_math import finite_part, rank_correlation
+from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import Series
 
 MIN_EPOCHS = 4

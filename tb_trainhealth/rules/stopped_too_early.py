@@ -12,8 +12,8 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping
-from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.still_falling import MIN_RELATIVE_DROP
+from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
 
 # EarlyStopping that stopped a run still improving. Over the last ES_TAIL_EPOCHS before the stop the

@@ -16,11 +16,11 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
-from tb_trainhealth.rules.constant_yardstick import beats_constant, constant_baseline, label_statistics
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.label_fit import label_lint_findings, negative_loss
-from tb_trainhealth.rules.series_math import finite_part
+from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
+from tb_trainhealth.yardstick import beats_constant, constant_baseline, label_statistics
 
 # Validation accuracy this far below chance (1/K), with training accuracy at least
 # TRAINED_ACCURACY: the validation classes were never in training.

@@ -40,7 +40,6 @@ from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Fi
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.few_steps import too_few_steps
 from tb_trainhealth.rules.frozen_steps import frozen_cause
-from tb_trainhealth.rules.series_math import finite_part, rank_correlation
 from tb_trainhealth.rules.still_falling import (
     MAX_RANK_CORRELATION,
     MIN_EPOCHS,
@@ -49,6 +48,7 @@ from tb_trainhealth.rules.still_falling import (
     share_per_epoch,
 )
 from tb_trainhealth.rules.stopped_too_early import early_stopping_too_eager
+from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
 
 # Per epoch, the last epochs still delivered this share of the whole improvement so far.

@@ -1,4 +1,4 @@
-"""Small robust statistics shared by the rules. NaN/Inf-safe, empty-safe, numpy only."""
+"""Small robust statistics shared by the rules and by `compare`. NaN/Inf-safe, empty-safe, numpy only."""
 
 from __future__ import annotations
 
