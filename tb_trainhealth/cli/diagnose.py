@@ -42,7 +42,7 @@ exit status:
 all exits 2); "file_errors": [{"file", "error", "kind"}]. A finding: {"code", "severity",
 "step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence": {"series",
 "start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
-Finding codes are stable: see README's table.
+Finding codes are stable: see docs/codes.md.
 """
 
 

@@ -1,5 +1,5 @@
 """`diagnose --json`: the one JSON object CI jobs and scripts parse. Each run is its report's JSON
-form (`report.RunReport.to_json`), the keys its contract promises only (README's "The CLI"
+form (`report.RunReport.to_json`), the keys its contract promises only (docs/cli.md's "The CLI"
 section and the parser's epilog): the tab's routes send more keys of the same form.
 """
 
