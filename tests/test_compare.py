@@ -300,3 +300,35 @@ def test_where_no_metric_compares_a_set_up_finding_the_baseline_lacks_decides():
     comparison = compare(run, base, [labels], [])
     assert comparison.verdict is Verdict.WORSE and "Labels outside [0, 1]" in comparison.why, comparison.why
     assert compare(run, base, [], []).verdict is Verdict.UNKNOWN
+
+
+def test_a_change_that_only_follows_another_never_leads():
+    """Rescaled inputs move the label fingerprint too (it weighs labels by their inputs): the inputs
+    lead. A new loss re-summarises the same labels (shares vs mean and std): the loss leads."""
+    scaled = [
+        Change("train_labels", 9.0, 6.8),
+        Change("train_inputs", 3.2, 820.0),
+        Change("input_mean", 0.1, 27.0),
+        Change("loss.from_logits", False, True),
+    ]
+    order = [c.setting for c in culprit.ranked(scaled, culprit.Evidence(parted_early=True))]
+    assert order[-1] == "train_labels", order
+    relabelled = [Change("train_labels", 9.0, 6.8), Change("label_distribution", [0.5, 0.5], [0.9, 0.1])]
+    assert not culprit.follows("train_labels", {c.setting for c in relabelled})
+    new_loss = [Change("label_distribution", [0.53, 0.5], [0.47, 0.53]), Change("loss", "mape", "binary_crossentropy")]
+    assert culprit.ranked(new_loss, culprit.Evidence())[0].setting == "loss"
+
+
+def test_data_changes_are_said_in_words():
+    from tb_trainhealth.compare.fix_text import change_text
+
+    assert change_text(Change("train_labels", 7.078, 7.055)) == (
+        "train_labels: other training labels (another set, or the same rows changed)"
+    )
+    assert change_text(Change("label_distribution", [0.41, 0.29, 0.3], [0.9, 0.05, 0.05])) == (
+        "label_distribution: class shares 41% / 29% / 30% -> class shares 90% / 5% / 5%"
+    )
+    assert change_text(Change("label_distribution", [0.45, 0.19], [813.0, 404.0])) == (
+        "label_distribution: targets' mean 0.45, std 0.19 -> targets' mean 813, std 404"
+    )
+    assert change_text(Change("dense.activation", "relu", "linear")) == "dense.activation: relu -> linear"

@@ -68,7 +68,7 @@ def render(comparison: Comparison) -> str:
     if comparison.changes:
         lines.append("  changed settings (most likely culprit first):")
         for change in comparison.changes[:MAX_CHANGES]:
-            lines.append(f"    {change.setting}: {fix_text.value(change.baseline)} -> {fix_text.value(change.run)}")
+            lines.append(f"    {fix_text.change_text(change)}")
         if len(comparison.changes) > MAX_CHANGES:
             lines.append(f"    (+{len(comparison.changes) - MAX_CHANGES} more: --json)")
     else:

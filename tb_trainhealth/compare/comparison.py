@@ -217,10 +217,7 @@ def _worse_finding(
     named = ranked[:NAMED_CULPRITS]
     if named:
         lead = named[0]
-        title = (
-            f"Worse than baseline {baseline.run}: likely cause {lead.setting} "
-            f"{fix_text.value(lead.baseline)} -> {fix_text.value(lead.run)}"
-        )
+        title = f"Worse than baseline {baseline.run}: likely cause {fix_text.change_text(lead).replace(':', '', 1)}"
     else:
         title = f"Worse than baseline {baseline.run}"
     where = f" The training loss left the baseline's band at {run.at(parted)}." if parted is not None else ""
@@ -232,7 +229,7 @@ def _worse_finding(
         else ""
     )
     detail = f"{judgement.why}.{where} {reasons}{others}{nothing}".replace("  ", " ").strip()
-    facts = tuple(Fact(c.setting, f"{fix_text.value(c.baseline)} -> {fix_text.value(c.run)}") for c in ranked[:8])
+    facts = tuple(Fact(c.setting, fix_text.change_text(c).partition(": ")[2]) for c in ranked[:8])
     series = (sig.LOSS,) if run.get(sig.LOSS) is not None else (sig.EPOCH_LOSS,)
     return Finding(
         code=CODE,

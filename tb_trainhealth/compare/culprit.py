@@ -159,16 +159,38 @@ OPTIMIZER_OWN = {
 }
 
 
+# How the labels are summarised follows the loss (class shares for a classification loss, the
+# targets' mean and std for any other; duplicates are counted for class labels only).
+LABEL_SUMMARIES = (
+    "label_distribution",
+    "validation_label_distribution",
+    "distinct_input_share",
+    "duplicate_label_conflict",
+    "duplicate_label_ceiling",
+)
+
+
 def ranked(changes: list[Change], evidence: Evidence) -> list[Change]:
-    """Most likely culprit first (ties: by name, for a stable order). Where the optimizer's class
-    changed, its own settings come and go with it: they follow the optimizer, not lead it."""
-    new_optimizer = any(change.setting == "optimizer" for change in changes)
+    """Most likely culprit first (ties: by name, for a stable order). A change that only follows
+    another one comes after everything that leads (`follows`)."""
+    changed = {change.setting for change in changes}
 
     def order(change: Change) -> tuple[float, str]:
-        follows = new_optimizer and change.setting in OPTIMIZER_OWN
-        return (-(NO_EFFECT_PRIOR if follows else score(change, evidence)), change.setting)
+        return (-(NO_EFFECT_PRIOR if follows(change.setting, changed) else score(change, evidence)), change.setting)
 
     return sorted(changes, key=order)
+
+
+def follows(setting: str, changed: set[str]) -> bool:
+    """A change that comes with another, not one of its own: an optimizer's own settings with a new
+    optimizer; the label fingerprint (which weighs each label by its input) with other inputs while the
+    class shares stay; the labels' summaries with a new loss on the same labels (one-hot or class ids,
+    shares or mean and std: the same labels, seen through another loss)."""
+    if "optimizer" in changed and setting in OPTIMIZER_OWN:
+        return True
+    if setting == "train_labels" and "train_inputs" in changed and "label_distribution" not in changed:
+        return True
+    return setting in LABEL_SUMMARIES and "loss" in changed and "train_labels" not in changed
 
 
 def score(change: Change, evidence: Evidence) -> float:

@@ -24,6 +24,29 @@ def value(setting_value: Value) -> str:
     return str(setting_value)
 
 
+# Order-free fingerprints of the data set: their numbers mean nothing to a reader, only that they moved.
+FINGERPRINT_WORDS = {"train_inputs": "other training inputs", "train_labels": "other training labels"}
+
+
+def change_text(change: Change) -> str:
+    """A change as a reader wants it: "dense.activation: relu -> linear"; data in words, class
+    shares as percentages, a fingerprint as what moved."""
+    setting, old, new = change.setting, change.baseline, change.run
+    if setting in FINGERPRINT_WORDS and old is not None and new is not None:
+        return f"{setting}: {FINGERPRINT_WORDS[setting]} (another set, or the same rows changed)"
+    if setting.endswith("label_distribution") and isinstance(old, list) and isinstance(new, list):
+        return f"{setting}: {_distribution(old)} -> {_distribution(new)}"
+    return f"{setting}: {value(old)} -> {value(new)}"
+
+
+def _distribution(values: list[float]) -> str:
+    """Class shares as percentages; a regression's [mean, std] as words."""
+    if len(values) == 2 and not (min(values) >= 0 and abs(sum(values) - 1) < 0.02):
+        return f"targets' mean {values[0]:.3g}, std {values[1]:.3g}"
+    shown = " / ".join(f"{share:.0%}" for share in values[:6]) + (" / ..." if len(values) > 6 else "")
+    return f"class shares {shown}"
+
+
 def _python(setting_value: Value) -> str:
     return repr(setting_value) if not isinstance(setting_value, float) else f"{setting_value:.6g}"
 
@@ -34,7 +57,7 @@ def set_back(change: Change, run: RunSettings) -> Fix:
     back = f"Set {setting} back to the baseline's {value(old)}"
     if setting in DATA:
         return Fix(
-            f"The training data differ from the baseline's ({setting}: {value(old)} -> {value(change.run)}): "
+            f"The training data differ from the baseline's ({change_text(change)}): "
             "check the step that builds them (a filter, a join, the label mapping, a split) against the baseline's."
         )
     owner, _, key = setting.rpartition(".")
