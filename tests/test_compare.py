@@ -332,3 +332,13 @@ def test_data_changes_are_said_in_words():
         "label_distribution: targets' mean 0.45, std 0.19 -> targets' mean 813, std 404"
     )
     assert change_text(Change("dense.activation", "relu", "linear")) == "dense.activation: relu -> linear"
+
+
+def test_a_worse_verdict_recorded_at_the_end_of_fit_is_not_repeated_when_this_one_differs():
+    recorded = Finding(CODE, Severity.WARNING, 400, "Worse than baseline old: likely cause x", "", Evidence(("loss",)))
+    empty = RunSignals("empty")
+    unknown = compare(run_of("a"), empty, [recorded], [])
+    assert unknown.verdict is Verdict.UNKNOWN and unknown.findings == []
+    assert 'recorded "Worse than baseline old' in unknown.why and "replaces it" in unknown.why
+    same = compare(run_of("a", seed=1, val_accuracy=0.89), run_of("b"), [recorded], [])
+    assert same.verdict is Verdict.SAME and same.findings == [] and "replaces it" in same.why

@@ -82,19 +82,35 @@ def compare(
     """Compare two read and diagnosed runs (names as the user gave them: `run.run`, `baseline.run`)."""
     changes = changed_settings(run.settings, baseline.settings, run.info, baseline.info)
     metrics = shared_metrics(run, baseline)
+    # The callback's own comparison at the end of fit: this one decides, and says so where they differ.
+    recorded = next((f for f in run_findings if f.code == CODE), None)
+    run_findings = [f for f in run_findings if f.code != CODE]
     unusable = _unusable(run, baseline, metrics)
     if unusable is not None:
-        return Comparison(run.run, baseline.run, Verdict.UNKNOWN, unusable, changes, None, metrics, run_findings)
+        why = unusable + _earlier_verdict(recorded, Verdict.UNKNOWN)
+        return Comparison(run.run, baseline.run, Verdict.UNKNOWN, why, changes, None, metrics, run_findings)
     judgement = _judged(run, baseline, metrics, changes, run_findings, baseline_findings)
+    judgement = dataclasses.replace(judgement, why=judgement.why + _earlier_verdict(recorded, judgement.verdict))
     parted = None
     if judgement.verdict in (Verdict.WORSE, Verdict.BETTER):
         parted = parting_step(run, baseline, LOSS_NOISE, worse=judgement.verdict is Verdict.WORSE)
     evidence = _evidence(run, baseline, parted, judgement)
     ranked = culprit.ranked(changes, evidence)
-    findings = [f for f in run_findings if f.code != CODE]  # (the callback's own comparison: this one decides)
+    findings = list(run_findings)
     if judgement.verdict is Verdict.WORSE:
         findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence))
     return Comparison(run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings)
+
+
+def _earlier_verdict(recorded: Finding | None, verdict: Verdict) -> str:
+    """Where the callback recorded 'worse' at the end of fit and this comparison says otherwise:
+    which is current, and why they may differ."""
+    if recorded is None or verdict is Verdict.WORSE:
+        return ""
+    return (
+        f' (At the end of fit the callback recorded "{recorded.title}"; this verdict, from the runs as they'
+        " are now, replaces it: the baseline or the code may have changed since.)"
+    )
 
 
 def _unusable(run: RunSignals, baseline: RunSignals, metrics: list[MetricPair]) -> str | None:
