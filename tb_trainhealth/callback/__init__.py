@@ -18,5 +18,7 @@
 
 The modules at this level are shared by several parts: `probe_guard` (an internal error
 turns one part off), `probe_variable`, `time_budget`, `fit_context` (what the user's `fit`
-does), `multi_worker` and `live_diagnosis` (the rules, run while training).
+does), `multi_worker` and `live_diagnosis` (the rules, run while training). `run_settings`
+records once per fit what a comparison with another run needs (with `layer_settings`,
+`data_settings`, `setting_values`).
 """
