@@ -44,8 +44,9 @@ from tb_trainhealth.contract.vocab import Part
 
 
 class FitSession:
-    """Made at train begin (`start` sets it up), closed at train end (`close`). Until `start`
-    has run, its parts are inert stand-ins, so a hook after a failed start records nothing."""
+    """Made at train begin (`start` sets it up), closed when the fit is over (`close`). Until
+    `start` has run its parts are inert stand-ins (no probe, no checks): a hook after a failed
+    start measures nothing, and breaks nothing."""
 
     def __init__(
         self,
@@ -76,7 +77,8 @@ class FitSession:
     # -- set-up ---------------------------------------------------------------------------
     def start(self) -> bool:
         """Set up every part for this fit, in order; True once all are (see `ProbeGuard` for a part
-        that fails). Called from `on_train_begin` itself: the fit's own frame is read up the stack."""
+        that fails). Call it from `on_train_begin` through the guard only: fit's frame (its data,
+        its callbacks) is looked for up the stack, at most `keras_private.FIT_FRAME_DEPTH` frames away."""
         model, run, guard = self.model, self.run, self.guard
         recording = run.opened(model)
         recording.open()  # the previous fit's file goes on if it ended just now
