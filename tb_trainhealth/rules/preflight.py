@@ -5,7 +5,7 @@ They judge what a preflight measured (`PreflightEvent`, written by `tb_trainheal
 trainable variables get a gradient. The latest preflight of a run is the one judged (a later fit
 may have fixed the set-up). What every preflight rule shares lives here too (the event judged,
 its evidence); the rules on the small-batch fit are in `preflight_fit`. REGRESSION_OUTPUT_ALLOWANCE
-is shared with the write side, which computes the expected loss with it.
+is shared with the write side, which computes the expected loss with it (`contract.preflight`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from tb_trainhealth.contract.events import PreflightEvent
+from tb_trainhealth.contract.preflight import REGRESSION_OUTPUT_ALLOWANCE, loss_is_regression
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import event_facts
@@ -30,14 +31,6 @@ from tb_trainhealth.signals import RunSignals
 # predictions multiplied by 100 inside the model).
 INITIAL_LOSS_FACTOR = 3.0
 MIN_EXCESS_NATS = 2.5
-# Regression outputs of a freshly initialised head are not 0 but of about unit scale on
-# unit-scale features: that much is added to mean(y^2) (MSE) or mean|y| (MAE) before comparing,
-# so small targets (y in [0, 0.1]) are not called off.
-REGRESSION_OUTPUT_ALLOWANCE = 1.0
-
-
-def loss_is_regression(loss: LossKind | None) -> bool:
-    return loss is not None and not loss.is_probabilistic
 
 
 def latest_preflight(run: RunSignals) -> PreflightEvent | None:

@@ -3,37 +3,22 @@
 Preflight trains a copy of the model on one small batch, with its real inputs and with every
 input zeroed (`PreflightEvent`'s fit_* and zeroed_* fields): a working set-up memorises the batch,
 and does so better than with zeros. To name why a fit failed, the run's lint events are read too.
-The fit constants here are shared with the write side, which stops the small-batch fit at them
-(and skips the zeroed control once the fit proves the input is used).
+The fit constants shared with the write side, which stops the small-batch fit at them (and skips
+the zeroed control once the fit proves the input is used), are in `contract.preflight`.
 """
 
 from __future__ import annotations
 
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
+from tb_trainhealth.contract.preflight import loss_is_regression
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import LOWER_RATE, RAISE_RATE, Finding, Fix, Severity
 from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
-from tb_trainhealth.rules.preflight import latest_preflight, loss_is_regression, preflight_evidence
+from tb_trainhealth.rules.preflight import latest_preflight, preflight_evidence
 from tb_trainhealth.signals import RunSignals
 
 # -- overfitting one small batch -------------------------------------------------------------
-# The fit stops once the loss is this share of the reference (above the floor): the best
-# constant prediction's loss on the batch (label entropy, target variance) or, where that is
-# unknown or degenerate, the first loss. In bench/preflight_sweep.py healthy set-ups reached it
-# in 12-570 steps with Adam at 1e-3, 1100-1400 at 1e-4 or for targets around 300, 540-770 with
-# SGD(0.01).
-FIT_FRACTION = 0.1
-# The fit also stops when, over the last STALL_WINDOW steps, its loss fell by less than
-# STALL_SHARE of what was left above the floor: flat. A learning rate of 1e-7 removes ~0.01% per
-# window; of the 93 healthy runs only 17-parameter linear heads on a frozen backbone stalled (not
-# judged: MIN_PARAMS_PER_SAMPLE). Only a stalled fit, or one that used all MAX_FIT_STEPS, is
-# judged: one cut short by the time budget while still falling is not (a miss costs less than a
-# false alarm).
-STALL_WINDOW = 200
-STALL_SHARE = 0.01
-# At most this many steps (with the time budget). Heads on a frozen backbone's features are the
-# slowest healthy fits: 0.11-0.36 of the reference after 3000 steps (9-10 s on 2 busy cores).
-MAX_FIT_STEPS = 3000
+# (Where the fit stops, FIT_FRACTION, STALL_WINDOW, STALL_SHARE, MAX_FIT_STEPS: `contract.preflight`.)
 # The fit "cannot fit" when, at the end, its loss is still above this share of the reference
 # (above the floor). Healthy runs that did not reach FIT_FRACTION ended at most 0.36; broken ones
 # at 0.94-1.32 (a learning rate of 1e-7 or 1e-6, a sigmoid output for targets around 50). Between
@@ -51,10 +36,7 @@ MIN_PARAMS_PER_SAMPLE = 4
 NO_PROGRESS_SHARE = 0.05
 
 # -- input dependence ------------------------------------------------------------------------
-# A fit at or below this share of the constant prediction's loss (above the floor) proves the
-# model uses its input (a model that sees every sample alike cannot go below it): no zeroed
-# control needed.
-INPUT_USE_PROVEN = 0.5
+# (A fit at or below INPUT_USE_PROVEN proves the input is used: `contract.preflight`.)
 # The input is ignored when the real fit ends within INPUT_IGNORED_BAND of the constant
 # prediction's loss (above the floor) - it learned what a constant can, and nothing more - and
 # no clearly better than the zeroed control (above INPUT_IGNORED_RATIO of its loss). In

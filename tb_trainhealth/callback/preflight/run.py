@@ -29,11 +29,15 @@ from tb_trainhealth.callback.preflight.initial_loss import baseline_and_floor, e
 from tb_trainhealth.callback.preflight.small_batch import finite_or_none, inference_loss, overfit, zeroed_control
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import Event, PreflightEvent
+from tb_trainhealth.contract.preflight import (
+    FIT_FRACTION,
+    INPUT_USE_PROVEN,
+    REGRESSION_OUTPUT_ALLOWANCE,
+    loss_is_regression,
+)
 from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import Finding, Severity
-from tb_trainhealth.rules.preflight import REGRESSION_OUTPUT_ALLOWANCE, loss_is_regression
-from tb_trainhealth.rules.preflight_fit import FIT_FRACTION, INPUT_USE_PROVEN
 from tb_trainhealth.signals import RunSignals
 
 # The batch the fit, the control and the gradient check use: 16-32 samples is what

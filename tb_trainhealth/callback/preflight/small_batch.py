@@ -17,7 +17,7 @@ import warnings
 import keras
 
 from tb_trainhealth.callback.preflight.batch import Batch
-from tb_trainhealth.rules.preflight_fit import MAX_FIT_STEPS, STALL_SHARE, STALL_WINDOW
+from tb_trainhealth.contract.preflight import MAX_FIT_STEPS, STALL_SHARE, STALL_WINDOW
 
 # Look at the inference-mode loss every this many steps (the training-mode loss comes with every step).
 EVAL_EVERY = 10

@@ -8,7 +8,7 @@ standard `train_step` (and most custom ones) call:
 - `apply(grads, variables)`: sees the gradients actually applied.
 
 Inside the compiled step the wrapper reduces the gradients to one small row (loss,
-global norm, lr, per-layer norms; layout in `row_layout`) and
+global norm, lr, per-layer norms; the ops in `gradient_row`, the layout in `row_layout`) and
 writes it into a ring buffer of variables (`row_buffer`); per-layer weight and update
 norms are sampled between steps (`weight_norms`) and joined to the rows on the host. No extra
 forward/backward pass, no summary op inside the (possibly XLA-compiled) step; the
@@ -29,7 +29,6 @@ would not trace it again. Anything that makes Keras rebuild its own train functi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from collections.abc import Callable
@@ -42,14 +41,18 @@ from tb_trainhealth.callback.frameworks import keras_private
 from tb_trainhealth.callback.frameworks.which_keras import variable_path
 from tb_trainhealth.callback.nan.nan_replay import NanReplay
 from tb_trainhealth.callback.step.build_before_trace import build_optimizer
-from tb_trainhealth.callback.step.row_buffer import RowBuffer
-from tb_trainhealth.callback.step.row_layout import (
-    NOT_SAMPLED,
-    LayerLayout,
-    Rows,
-    row_width,
+from tb_trainhealth.callback.step.gradient_row import (
+    GradientStats,
+    float_scalar,
+    gradient_stats,
+    nonfinite_mask,
+    replica_id,
+    shared_vector,
+    step_row,
 )
-from tb_trainhealth.callback.step.weight_norms import WeightNorms, layer_half_sumsq
+from tb_trainhealth.callback.step.row_buffer import RowBuffer
+from tb_trainhealth.callback.step.row_layout import LayerLayout, Rows, row_width
+from tb_trainhealth.callback.step.weight_norms import WeightNorms
 
 if TYPE_CHECKING:
     import keras
@@ -65,42 +68,6 @@ _ATTACHED = "_trainhealth_step_probe"
 def _probe_failed() -> None:
     """Never break the user's step: if tracing the probe fails, lose the probe, not the training."""
     logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
-
-
-def _replica_id() -> int:
-    """This replica's index in the sync group while tracing a replicated step (0 otherwise)."""
-    context = tf.distribute.get_replica_context()
-    replica = tf.get_static_value(context.replica_id_in_sync_group) if context is not None else 0
-    return int(replica) if replica is not None else 0
-
-
-def _float_scalar(value: Any) -> tf.Tensor:
-    """`value` as a float32 scalar; no op where it already is one."""
-    value = tf.cast(value, tf.float32)
-    return value if value.shape.rank == 0 else tf.reshape(value, [])
-
-
-def _all_finite(grads: list) -> tf.Tensor:
-    """One fused reduction per gradient: a sum of squares is finite iff every element is."""
-    terms = [
-        tf.nn.l2_loss(tf.cast(g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
-        for g in grads
-        if g is not None
-    ]
-    return tf.math.is_finite(tf.add_n(terms)) if terms else tf.constant(True)
-
-
-def _dense_rows(grad: tf.IndexedSlices) -> tf.Tensor:
-    """The touched rows of a sparse (embedding) gradient with duplicate indices summed,
-    so its norm is the norm of the gradient actually applied; never the full table."""
-    unique, positions = tf.unique(grad.indices)
-    return tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
-
-
-@dataclasses.dataclass(frozen=True)
-class GradientStats:
-    layer_half_sumsq: tf.Tensor  # per layer, unscaled (tf.nn.l2_loss: the host takes the norms)
-    total_half_sumsq: tf.Tensor
 
 
 class StepProbe:
@@ -296,12 +263,10 @@ class StepProbe:
 
     def _apply_replicated(self, original_apply: Apply, grads: list, trainable_variables, variables: list, scale) -> Any:
         """`apply` on one replica of a distribution strategy (see the module docstring)."""
-        replica = _replica_id()
+        replica = replica_id()
         try:
             loss = tf.zeros([]) if self._loss is None else self._loss_scalar()
-            nonfinite = tf.cast(tf.logical_not(_all_finite(grads)), tf.float32)
-            # Keras scales each replica's loss by 1/replicas: the sum is the global batch loss.
-            self._to_share[replica] = tf.concat([[loss], tf.one_hot(replica, self.replicas) * nonfinite], 0)
+            self._to_share[replica] = shared_vector(loss, grads, replica, self.replicas)
             recording = self._writes_row(replica)
         except Exception:
             self._trace_failed()
@@ -313,7 +278,7 @@ class StepProbe:
         try:
             mask, loss = 0.0, None
             if shared is not None:
-                mask = tf.reduce_sum(shared[1:] * tf.pow(2.0, tf.range(self.replicas, dtype=tf.float32)))
+                mask = nonfinite_mask(shared, self.replicas)
                 loss = shared[0] if self._loss is not None else None
             self._record(reduced, loss, mask, scale)
         except Exception:
@@ -334,7 +299,7 @@ class StepProbe:
     def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
         """Keras' all-reduce of one replica's gradients; our small vector (loss, non-finite flags)
         rides in the same call, and the norms are taken from what comes out."""
-        replica = _replica_id()
+        replica = replica_id()
         extra = self._to_share.pop(replica, None)
         extra_reduced_too = extra is not None and any(grad is not None for grad, _ in pairs)
         reduced = original_all_reduce([*pairs, (extra, None)] if extra_reduced_too else pairs)
@@ -354,15 +319,7 @@ class StepProbe:
 
     def _stats(self, grads: list, layers: list[int | None], scale: tf.Tensor | None) -> GradientStats:
         """`scale`: the loss scale the gradients carry (None: unscaled)."""
-        grad_values = [
-            (index, tf.cast(_dense_rows(grad) if isinstance(grad, tf.IndexedSlices) else grad, tf.float32))
-            for grad, index in zip(grads, layers)
-            if index is not None and grad is not None
-        ]
-        half_sumsq = layer_half_sumsq(len(self.layout.names), grad_values)
-        if scale is not None:
-            half_sumsq = half_sumsq / tf.square(scale)
-        return GradientStats(half_sumsq, tf.reduce_sum(half_sumsq))
+        return gradient_stats(grads, layers, len(self.layout.names), scale)
 
     def _record(
         self,
@@ -371,41 +328,18 @@ class StepProbe:
         nonfinite_replicas: tf.Tensor | float = 0.0,
         scale: tf.Tensor | None = None,
     ) -> None:
-        """One row into the ring buffer: loss, half sums of squares, lr; the non-finite flags, the
-        norms (`Rows.from_step`) and the weight and update blocks (`WeightNorms`) are completed
-        on the host. No conditional: on CPU even a branch not taken costs its ops' dispatch every
-        step (a per-layer count of non-finite elements here, in a branch for non-finite norms,
-        cost 100-190 us a step on a 41-layer MLP: `bench/step_probe.py --deep`).
-        `nonfinite_replicas`: bit r set when replica r's own gradients were non-finite."""
-        num_layers = len(self.layout.names)
+        """One row into the ring buffer (`gradient_row.step_row`). `nonfinite_replicas`: bit r set
+        when replica r's own gradients were non-finite."""
         if loss is None and self._loss is not None:
             loss = self._loss_scalar()
         self.loss_captured = self.loss_captured or loss is not None
         loss = tf.constant(np.nan, tf.float32) if loss is None else loss
         learning_rate = tf.cast(self.optimizer.learning_rate, tf.float32)
-        replicas = tf.cast(nonfinite_replicas, tf.float32)
-        # In COL_* order; COL_GRAD_NONFINITE and the norms are completed on the host (`Rows.from_step`).
-        scale_column = 1.0 if scale is None else _float_scalar(scale)
-        fixed = [loss, gradients.total_half_sumsq, learning_rate, 0.0, replicas, scale_column]
-        row = tf.concat(
-            [
-                tf.stack(fixed),
-                gradients.layer_half_sumsq,
-                np.concatenate(
-                    [
-                        np.zeros(num_layers, np.float32),
-                        np.full(num_layers, NOT_SAMPLED, np.float32),
-                        np.full(num_layers, np.nan, np.float32),
-                    ]
-                ),
-            ],
-            axis=0,
-        )
-        self.ring.write(row)
+        self.ring.write(step_row(loss, gradients, learning_rate, nonfinite_replicas, scale, len(self.layout.names)))
 
     def _loss_scalar(self) -> tf.Tensor:
         """The batch loss seen by `scale_loss`, as a float32 scalar."""
-        return _float_scalar(self._loss)
+        return float_scalar(self._loss)
 
     def read_rows(self, base_step: int) -> Rows | None:
         """The rows written since the last read (see `RowBuffer.read_new`), with their norms."""

@@ -28,7 +28,8 @@ import tensorflow as tf
 from tb_trainhealth.callback.frameworks import keras_private, tf_private
 from tb_trainhealth.callback.frameworks.which_keras import variable_path
 from tb_trainhealth.callback.step.build_before_trace import build_tf_keras_optimizer
-from tb_trainhealth.callback.step.step_probe import GradientStats, StepProbe, _replica_id
+from tb_trainhealth.callback.step.gradient_row import GradientStats, replica_id
+from tb_trainhealth.callback.step.step_probe import StepProbe
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class TfKerasStepProbe(StepProbe):
         self.ALL_REDUCE_HOOK = keras_private.wrap_tf_keras_all_reduce(self._updater, self._all_reduce_hook)
 
     def _all_reduce(self, original_all_reduce: Callable[[list], Any], pairs: list) -> list:
-        replica = _replica_id()
+        replica = replica_id()
         extra = self._to_share.pop(replica, None)
         has_grads = any(grad is not None for grad, _ in pairs)
         extra_reduced_too = extra is not None and has_grads and tf_private.strategy_supports_no_merge_call()
