@@ -3,12 +3,24 @@ built in memory (real runs through the route: tests/test_route_answers.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from tb_trainhealth.compare.baseline_pick import best_earlier_run, same_model
+from tb_trainhealth.compare.baseline_pick import (
+    MARKER,
+    best_earlier_run,
+    marked_good,
+    named_choice,
+    pick_baseline,
+    same_architecture,
+    same_model,
+    why_none_is_earlier,
+)
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.contract.run_settings import RunSettings
+from tb_trainhealth.findings import Evidence, Finding, Severity
 from tb_trainhealth.plugin.compare_curves import layer_grad_ratio, overlay
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
@@ -23,6 +35,7 @@ def run_of(
     loss: float | None = None,
     layers: tuple[tuple[str, str], ...] = MLP,
     model: str | None = "sequential",
+    settings: dict | None = None,
 ) -> RunSignals:
     """A run whose per-epoch curves end at the given values (absent where None)."""
     epochs = np.array([50, 100, 150])
@@ -35,7 +48,7 @@ def run_of(
         series=series,
         layers=[LayerInfo(layer) for layer, _ in layers],
         info=RunInfo(model=model),
-        settings=RunSettings(layers, {"learning_rate": 0.001}),
+        settings=RunSettings(layers, {"learning_rate": 0.001, **(settings or {})}),
         last_write=last_write,
     )
 
@@ -84,6 +97,87 @@ def test_runs_recorded_without_layer_classes_match_by_model_name_and_layer_count
     three.settings = RunSettings()  # three trainable layers, no classes recorded
     assert not same_model(three, run_of("b", 1.0, **plain))
     assert not same_model(run_of("a", 1.0, model=None, **plain), run_of("b", 1.0, model=None, **plain))
+
+
+# What the callback records of an MNIST-sized MLP: the input shape and the last Dense's units (classes).
+MNIST = {"input_shape": "(28, 28)", "dense.units": 64, "dense_1.units": 10}
+
+
+def test_a_run_of_another_input_shape_or_number_of_classes_is_another_model():
+    run = run_of("now", 100.0, val_accuracy=0.3, settings=MNIST)
+    cifar = run_of("cifar", 10.0, val_accuracy=0.99, settings={**MNIST, "input_shape": "(32, 32)"})
+    binary = run_of("binary", 20.0, val_accuracy=0.98, settings={**MNIST, "dense_1.units": 1})
+    wider = run_of("wider", 30.0, val_accuracy=0.5, settings={**MNIST, "dense.units": 256})  # a hidden layer
+    unrecorded = run_of("unrecorded", 40.0, val_accuracy=0.4, settings={})  # recorded neither: not checked
+    assert not same_model(cifar, run) and not same_model(binary, run)
+    assert same_model(wider, run) and same_model(unrecorded, run)
+    assert same_architecture(cifar, run) and same_architecture(binary, run)  # layers still match by position
+    choice = pick_baseline(run, [run, cifar, binary, wider, unrecorded])
+    assert (choice.baseline, choice.rule) == ("wider", "best")
+    assert choice.model == {"layers": ["Dense", "Dense"], "model": "sequential", "input_shape": "(28, 28)",
+                            "output_units": 10}  # fmt: skip
+    assert "input_shape (28, 28)" in choice.why and "output units 10" in choice.why
+
+
+def test_where_no_earlier_run_is_of_the_same_model_the_closest_are_named_with_what_differs():
+    run = run_of("now", 100.0, val_accuracy=0.3, settings=MNIST)
+    cifar = run_of("cifar", 10.0, val_accuracy=0.99, settings={**MNIST, "input_shape": "(32, 32)"})
+    both = run_of("both", 20.0, val_accuracy=0.99, settings={**MNIST, "input_shape": "(32, 32)", "dense_1.units": 1})
+    conv = run_of("conv", 30.0, val_accuracy=0.99, layers=(("conv2d", "Conv2D"), ("dense_1", "Dense")), settings=MNIST)
+    later = run_of("later", 200.0, val_accuracy=0.99, settings=MNIST)  # the same model, but later
+    choice = pick_baseline(run, [both, cifar, conv, later])
+    assert (choice.baseline, choice.rule) == (None, "none")
+    assert [name for name, _ in choice.closest] == ["conv", "cifar", "both"]  # fewest differences, then latest
+    assert dict(choice.closest)["cifar"] == ("input_shape (32, 32) vs this run's (28, 28)",)
+    assert dict(choice.closest)["both"][1] == "output units 1 vs this run's 10"
+    assert dict(choice.closest)["conv"] == ("layer classes differ (layer 1: Conv2D vs this run's Dense)",)
+    assert choice.why.startswith("no earlier run of the same model")
+    assert "cifar: input_shape (32, 32) vs this run's (28, 28)" in choice.why
+    assert choice.why == why_none_is_earlier(run, [both, cifar, conv, later])
+    alone = pick_baseline(run, [later])
+    assert alone.closest == () and alone.why.endswith("no run ended before this one")
+
+
+def _warning(code: str = "overfitting") -> Finding:
+    return Finding(code, Severity.WARNING, None, code, "", Evidence(series=()))
+
+
+def test_a_run_marked_good_comes_first_then_runs_without_a_warning():
+    three = {"dense_1.units": 3}
+    run = run_of("now", 100.0, val_accuracy=0.3, settings=three)
+    best, clean, marked = (run_of(name, when, val_accuracy=accuracy, settings=three)
+                           for name, when, accuracy in (("best", 10.0, 0.95), ("clean", 20.0, 0.9), ("marked", 30.0, 0.5)))  # fmt: skip
+    other_model = run_of("other", 40.0, val_accuracy=0.2, settings={"dense_1.units": 7})
+    candidates = [run, best, clean, marked, other_model]
+    findings = {"best": [_warning()], "clean": [], "marked": [_warning()], "other": []}
+    today = pick_baseline(run, candidates)
+    assert (today.baseline, today.rule) == ("best", "best")  # findings unknown: the best metric
+    info_only = {"best": [dataclasses.replace(_warning(), severity=Severity.INFO)]}
+    assert pick_baseline(run, candidates, info_only).rule == "no_warnings"
+    assert pick_baseline(run, candidates, info_only).baseline == "best"
+    clean_pick = pick_baseline(run, candidates, findings)
+    assert (clean_pick.baseline, clean_pick.rule) == ("clean", "no_warnings")
+    marked_pick = pick_baseline(run, candidates, findings, marked={"marked", "other"})  # another model: never
+    assert (marked_pick.baseline, marked_pick.rule) == ("marked", "marked_good") and MARKER in marked_pick.why
+    assert best_earlier_run(run, candidates, findings, marked={"other"}) == "clean"
+    all_warned = {name: [_warning()] for name in ("best", "clean", "marked")}
+    assert pick_baseline(run, candidates, all_warned).rule == "best"
+    assert pick_baseline(run, [run_of("unranked", 10.0, settings=three)], marked={"unranked"}).baseline == "unranked"
+
+
+def test_a_named_baseline_says_whether_it_is_of_the_same_model(tmp_path):
+    run = run_of("now", 100.0, settings=MNIST)
+    same = named_choice(run, run_of("same", 1.0, settings=MNIST))
+    assert (same.baseline, same.rule, same.differs) == ("same", "named", ())
+    other = named_choice(run, run_of("other", 1.0, settings={**MNIST, "dense_1.units": 2}))
+    assert other.differs == ("output units 2 vs this run's 10",) and "not the same model" in other.why
+    assert other.to_json()["differs"] == ["output units 2 vs this run's 10"] and other.to_json()["closest"] == []
+    for run_dir in ("a", "b/c", "d"):
+        (tmp_path / run_dir).mkdir(parents=True)
+    (tmp_path / "b" / "c" / MARKER).touch()
+    (tmp_path / "d" / "GOOD").touch()  # not the marker
+    assert marked_good(str(tmp_path), ["a", "b/c", "d"]) == {"b/c"}
+    assert marked_good("gs://bucket/logs", ["a"]) == set()
 
 
 def _layered(name: str, steps: list[int], per_layer: list[float], layers=MLP, axis_epoch_steps=(50, 100)) -> RunSignals:

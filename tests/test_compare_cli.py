@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -128,3 +129,108 @@ def test_the_callback_compares_with_its_baseline_at_the_end_of_fit(runs, tmp_pat
     assert twin is not None and "worse_than_baseline" not in [f.code for f in twin.findings]
     missing = _train(str(tmp_path / "missing"), baseline=str(tmp_path / "no_such_run"))
     assert missing is not None and not missing.guard.disabled  # an unreadable baseline breaks nothing
+
+
+# -- compare LOGDIR --baseline RUN|best: every run of the fixture's logdir at once ------------------
+
+# The fixture's runs, trained in this order: good, twin, tiny_lr, regression (one output unit: another
+# model), plain_good, plain_bad (Keras' TensorBoard callback only: no model recorded).
+COMPARISON_KEYS = {"run", "baseline", "verdict", "why", "changes", "parted_at_step", "metrics", "findings"}
+
+
+def _logdir_of(runs: dict[str, str], tmp_path, names: tuple[str, ...]) -> str:
+    """A logdir holding copies of the named runs (their event files keep their wall times)."""
+    for name in names:
+        shutil.copytree(runs[name], tmp_path / name)
+    return str(tmp_path)
+
+
+def test_every_run_against_a_named_baseline_worse_first_in_one_line_each(runs):
+    root = os.path.dirname(runs["good"])
+    proc = cli(root, "--baseline", "good")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        ["WORSE", "tiny_lr"],
+        ["UNKNOWN", "plain_bad"],
+        ["UNKNOWN", "plain_good"],
+        ["UNKNOWN", "regression"],
+        ["SAME", "twin"],
+    ]  # the baseline itself is not compared with itself
+    assert "vs good:" in lines[0] and lines[0].endswith("likely cause learning_rate 0.003 -> 3e-06")
+    as_json = cli(root, "--baseline", runs["good"], "--json")  # the baseline by its path: the same run
+    assert as_json.returncode == 1, as_json.stderr
+    pairs = json.loads(as_json.stdout)
+    assert [pair["run"] for pair in pairs] == [line.split()[1] for line in lines]
+    assert all(set(pair) == COMPARISON_KEYS | {"baseline_choice"} for pair in pairs)
+    assert {pair["baseline_choice"]["rule"] for pair in pairs} == {"named"}
+    two_runs = json.loads(cli(runs["tiny_lr"], runs["good"], "--json").stdout)  # the two-run form's object
+    for key in ("verdict", "changes", "parted_at_step", "metrics"):
+        assert pairs[0][key] == two_runs[key], key
+    (regression,) = [pair for pair in pairs if pair["run"] == "regression"]
+    assert regression["baseline_choice"]["differs"] == ["output units 3 vs this run's 1"]
+
+
+def test_every_run_against_the_best_earlier_run_of_its_own_model(runs):
+    root = os.path.dirname(runs["good"])
+    proc = cli(root, "--baseline", "best", "--json")
+    assert proc.returncode == 1, proc.stderr
+    pairs = {pair["run"]: pair for pair in json.loads(proc.stdout)}
+    assert list(pairs) == ["tiny_lr", "good", "plain_bad", "plain_good", "regression", "twin"]  # worse, unknown, same
+    assert pairs["tiny_lr"]["verdict"] == "worse" and pairs["twin"]["verdict"] == "same"
+    assert pairs["tiny_lr"]["baseline"] in ("good", "twin") and pairs["twin"]["baseline"] == "good"
+    assert pairs["twin"]["baseline_choice"]["rule"] in ("no_warnings", "best")
+    assert pairs["twin"]["baseline_choice"]["model"]["output_units"] == 3
+    first = pairs["good"]  # trained first: nothing earlier
+    assert (first["baseline"], first["verdict"], first["baseline_choice"]["rule"]) == (None, "unknown", "none")
+    assert set(first) == COMPARISON_KEYS | {"baseline_choice"}
+    other = pairs["regression"]  # the same layers, but one output unit: no earlier run of its model
+    assert other["baseline"] is None and "closest" in other["why"]
+    closest = other["baseline_choice"]["closest"]
+    assert [c["run"] for c in closest] == ["tiny_lr", "twin", "good"]
+    assert all(c["differs"] == ["output units 3 vs this run's 1"] for c in closest)
+
+
+def test_a_run_marked_good_is_the_baseline_of_the_runs_after_it(runs, tmp_path):
+    logdir = _logdir_of(runs, tmp_path, ("good", "twin", "tiny_lr"))
+    unmarked = {p["run"]: p for p in json.loads(cli(logdir, "--baseline", "best", "--json").stdout)}["tiny_lr"]
+    other = next(name for name in ("good", "twin") if name != unmarked["baseline"])
+    (tmp_path / other / ".tb-trainhealth-good").touch()
+    marked = {p["run"]: p for p in json.loads(cli(logdir, "--baseline", "best", "--json").stdout)}["tiny_lr"]
+    assert (marked["baseline"], marked["baseline_choice"]["rule"]) == (other, "marked_good")
+
+
+@pytest.mark.parametrize(
+    "names, baseline, status, stderr",
+    [
+        (("good", "twin"), "good", 0, ""),
+        (("good", "twin"), "best", 0, ""),  # good has no earlier run: listed, but not a failure alone
+        (("good", "regression"), "good", 2, "cannot compare 1 of 1 run(s) with their baseline: regression"),
+        (("good",), "best", 2, "no run under"),
+        (("good", "tiny_lr"), "OUTSIDE", 1, ""),
+    ],
+)
+def test_the_exit_status_is_the_worst_of_the_runs(runs, tmp_path, names, baseline, status, stderr):
+    logdir = _logdir_of(runs, tmp_path / "logdir", names)
+    proc = cli(logdir, "--baseline", runs["twin"] if baseline == "OUTSIDE" else baseline)
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert stderr in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == (1 if stderr else 0), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--baseline", "nope"), "--baseline 'nope' is no run under"),
+        (("ROOT/good", "--baseline", "good"), "not both"),
+        ((), "needs a BASELINE"),
+    ],
+)
+def test_a_bad_baseline_is_one_line_and_exit_2(runs, args, message):
+    root = os.path.dirname(runs["good"])
+    proc = cli(root, *(arg.replace("ROOT", root) for arg in args))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert message in line and "Traceback" not in proc.stderr
+    if "nope" in args:
+        assert "good, plain_bad, plain_good, regression, tiny_lr" in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 
 import numpy as np
@@ -197,12 +198,29 @@ def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(c
     best = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", route_answers.BEST)
     assert (best["baseline"], best["picked"], best["verdict"]) == ("base", True, "worse")  # not slow_lr, not wider
     named = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", "base")
-    assert {**best, "picked": False} == named
+    assert {**best, "picked": False, "baseline_choice": named["baseline_choice"]} == named
+    assert best["baseline_choice"]["rule"] in ("no_warnings", "best") and named["baseline_choice"]["rule"] == "named"
+    assert best["baseline_choice"]["model"]["output_units"] == 3 and named["baseline_choice"]["differs"] == []
     # slow_lr was trained first of its model (wider, before it, is another model): nothing to compare with.
     first = route_answers.compare_answer(compare_cache, CTX, "slow_lr", route_answers.BEST)
     assert (first["baseline"], first["verdict"], first["curves"]) == (None, "unknown", None)
     assert set(first) == set(named)  # one form, with or without a baseline
     assert "no earlier run of the same model" in first["why"]
+    assert first["baseline_choice"]["closest"][0]["run"] == "wider"  # the Dropout layer more: what differs
+    assert "3 layers vs this run's 2" in first["baseline_choice"]["closest"][0]["differs"][0]
+
+
+def test_compare_answer_with_best_prefers_a_run_marked_good(compare_cache, compare_logdir, monkeypatch):
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 600.0)
+    marker = os.path.join(compare_logdir, "slow_lr", ".tb-trainhealth-good")
+    open(marker, "w").close()  # slow_lr is of tiny_lr's model and earlier, but not its best: base is
+    try:
+        marked = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", route_answers.BEST, logdir=compare_logdir)
+        unmarked = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", route_answers.BEST)  # no logdir
+    finally:
+        os.remove(marker)
+    assert (marked["baseline"], marked["baseline_choice"]["rule"]) == ("slow_lr", "marked_good")
+    assert unmarked["baseline"] == "base"
 
 
 def test_compare_answer_rejects_itself_unknown_runs_and_bad_points(compare_cache):

@@ -33,7 +33,7 @@ def _avoid_tensorflow_for_local_paths(paths: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    _avoid_tensorflow_for_local_paths([getattr(args, name) for name in args.path_arguments])
+    _avoid_tensorflow_for_local_paths([path for name in args.path_arguments if (path := getattr(args, name))])
     from tb_trainhealth.read.logdir import LogdirError  # after the line above: it imports TensorBoard's tf
 
     try:

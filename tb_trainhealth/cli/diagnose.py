@@ -93,10 +93,8 @@ def diagnose_logdir(logdir: str, progress: bool = False, clock: Callable[[], flo
     progress: draw a one-line progress bar on stderr (only for a terminal, never with --json).
     clock: the wall-clock time of the diagnosis (runs that stopped writing and event files are
     judged against it; tests pass their own)."""
-    from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.read.load_batches import loaded_run_batches, run_directories, training_runs
+    from tb_trainhealth.read.load_batches import run_directories, training_runs
     from tb_trainhealth.read.logdir import NoRunsError, unreadable_directories
-    from tb_trainhealth.read.reader import SignalReader
 
     if progress:
         show_reading()
@@ -107,9 +105,7 @@ def diagnose_logdir(logdir: str, progress: bool = False, clock: Callable[[], flo
         file_check = checking.submit(event_files.check_logdir, logdir, clock()) if is_local(logdir) else None
         try:
             expected = len(training_runs(run_directories(logdir))) if progress and is_local(logdir) else 0
-            for provider in loaded_run_batches(logdir):
-                diagnose = functools.partial(diagnose_run, clock=clock)
-                _diagnose_runs(SignalReader(provider), diagnose, diagnoses, set(unread), expected)
+            diagnoses = diagnosed_runs(logdir, clock, skip=set(unread), expected_runs=expected)
         except NoRunsError:
             if file_check is None or not any(p.is_error for ps in file_check.result().values() for p in ps):
                 raise
@@ -118,16 +114,33 @@ def diagnose_logdir(logdir: str, progress: bool = False, clock: Callable[[], flo
     return worst_first(_name_the_logdir_run(reports, logdir))
 
 
+def diagnosed_runs(
+    logdir: str, clock: Callable[[], float] = time.time, skip: set[str] | None = None, expected_runs: int = 0
+) -> list[Diagnosis]:
+    """Every run under `logdir` read and diagnosed once (a batch of runs at a time: `loaded_run_batches`),
+    but those in `skip`, in the order read. Raises NoRunsError where no loader lists a run.
+    expected_runs: draw a progress bar of this many runs in all (0: none)."""
+    from tb_trainhealth.diagnosis import diagnose_run
+    from tb_trainhealth.read.load_batches import loaded_run_batches
+    from tb_trainhealth.read.reader import SignalReader
+
+    diagnoses: list[Diagnosis] = []
+    diagnose = functools.partial(diagnose_run, clock=clock)
+    for provider in loaded_run_batches(logdir):
+        _diagnose_runs(SignalReader(provider), diagnose, diagnoses, set(skip or ()), expected_runs)
+    return diagnoses
+
+
 def _name_the_logdir_run(reports: list[RunReport], logdir: str) -> list[RunReport]:
     """TensorBoard names a run written into the logdir itself "."; a user who points diagnose at
     a run's own folder knows it by that folder's name ("." stays where the name is taken)."""
-    name = _folder_name(logdir)
+    name = folder_name(logdir)
     if not name or any(report.run == name for report in reports):
         return reports
     return [dataclasses.replace(report, run=name) if report.run == "." else report for report in reports]
 
 
-def _folder_name(logdir: str) -> str:
+def folder_name(logdir: str) -> str:
     """The last part of a local path (resolved: "." is the current folder) or of a URL."""
     if is_local(logdir):
         return os.path.basename(os.path.abspath(logdir))

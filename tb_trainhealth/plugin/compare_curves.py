@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_trainhealth.compare.baseline_pick import same_model
+from tb_trainhealth.compare.baseline_pick import same_architecture
 from tb_trainhealth.compare.curves import compares_per_step
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
@@ -91,9 +91,9 @@ def layer_grad_ratio(run: RunSignals, baseline: RunSignals) -> list[dict[str, An
 
 
 def _matched_layers(run: RunSignals, baseline: RunSignals) -> list[int | None]:
-    """For each of the run's layers, the baseline's layer it is: by position in the same model
+    """For each of the run's layers, the baseline's layer it is: by position in the same architecture
     (Keras numbers layers per process: "dense_4" is "dense" in a fresh one), else by name."""
-    if same_model(run, baseline) and len(run.layers) == len(baseline.layers):
+    if same_architecture(run, baseline) and len(run.layers) == len(baseline.layers):
         return list(range(len(run.layers)))
     names = {layer.name: i for i, layer in enumerate(baseline.layers)}
     return [names.get(layer.name) for layer in run.layers]

@@ -54,6 +54,7 @@ class HealthPlugin(base_plugin.TBPlugin):
         # loaders skip them silently. A local --logdir only (URLs such as gs://: not checked;
         # --logdir_spec leaves context.logdir empty).
         logdir = getattr(context, "logdir", None) or ""
+        self._logdir = logdir  # where runs marked as good are looked for (compare?baseline=best)
         self._files = (
             event_files.BackgroundChecker(logdir, ttl=LISTING_TTL_SECONDS) if logdir and is_local(logdir) else None
         )
@@ -140,7 +141,8 @@ class HealthPlugin(base_plugin.TBPlugin):
         _check_params(request, allowed=("run", "baseline", "points"))
         run, baseline = _param(request, "run"), _param(request, "baseline")
         points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS_SENT)
-        return route_answers.compare_answer(self._cache(request), _ctx(request), run, baseline, points)
+        cache, ctx = self._cache(request), _ctx(request)
+        return route_answers.compare_answer(cache, ctx, run, baseline, points, logdir=self._logdir)
 
 
 def _ctx(request):

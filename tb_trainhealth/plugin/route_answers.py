@@ -17,7 +17,7 @@ import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
 
-from tb_trainhealth.compare.baseline_pick import best_earlier_run, why_none_is_earlier
+from tb_trainhealth.compare.baseline_pick import NAMED, Choice, marked_good, named_choice, pick_baseline
 from tb_trainhealth.compare.comparison import Comparison, compare
 from tb_trainhealth.diagnosis import Diagnosis
 from tb_trainhealth.plugin import compare_curves
@@ -112,16 +112,24 @@ def series_answer(diagnosis: Diagnosis, names: list[str], points: int = DEFAULT_
 
 
 def compare_answer(
-    cache: DiagnosisCache, ctx: tb_context.RequestContext, run: str, baseline: str, points: int = DEFAULT_POINTS
+    cache: DiagnosisCache,
+    ctx: tb_context.RequestContext,
+    run: str,
+    baseline: str,
+    points: int = DEFAULT_POINTS,
+    logdir: str = "",
 ) -> dict[str, Any]:
     """The run against a baseline: `Comparison.to_json()` (the contract of `tb-trainhealth compare
     --json`), `axis` (the run's: what parted_at_step counts), `picked` (the baseline was chosen as
-    BEST), `curves` (both runs' loss and validation curves on one x, points as series_answer gives
-    them) and `layer_grad_ratio` (compare_curves.py).
+    BEST), `baseline_choice` (how: `baseline_pick.Choice.to_json`), `curves` (both runs' loss and
+    validation curves on one x, points as series_answer gives them) and `layer_grad_ratio`
+    (compare_curves.py).
 
-    `baseline` BEST picks the best earlier run of the same model among the runs diagnosed so far;
-    with none, the answer says so (baseline None, verdict "unknown"). Raises NotFoundError for an
-    unknown run or baseline, InvalidArgumentError for a run compared with itself or bad `points`."""
+    `baseline` BEST picks the best earlier run of the same model among the runs diagnosed so far
+    (`baseline_pick.pick_baseline`: runs marked as good under a local `logdir` first, then runs
+    without a warning); with none, the answer says so (baseline None, verdict "unknown"). Raises
+    NotFoundError for an unknown run or baseline, InvalidArgumentError for a run compared with
+    itself or bad `points`."""
     if not MIN_POINTS <= points <= MAX_POINTS_SENT:
         raise errors.InvalidArgumentError(f"points must be an integer from {MIN_POINTS} to {MAX_POINTS_SENT}")
     if baseline == run:
@@ -129,22 +137,25 @@ def compare_answer(
     ours = find_diagnosis(cache, ctx, run)
     if baseline == BEST:
         diagnoses, _pending = cache.all(ctx)  # runs still being diagnosed are not candidates yet
-        name = best_earlier_run(ours.signals, [d.signals for d in diagnoses])
-        if name is None:
-            nothing = Comparison.without_baseline(ours.signals.run, why_none_is_earlier(ours.signals))
-            return _compare_json(nothing, ours.signals, None, True, points)
-        theirs = next(d for d in diagnoses if d.group.name == name)
+        findings = {d.signals.run: d.findings for d in diagnoses}
+        marked = marked_good(logdir, [d.group.name for d in diagnoses])
+        choice = pick_baseline(ours.signals, [d.signals for d in diagnoses], findings, marked)
+        if choice.baseline is None:
+            nothing = Comparison.without_baseline(ours.signals.run, choice.why)
+            return _compare_json(nothing, ours.signals, None, choice, points)
+        theirs = next(d for d in diagnoses if d.signals.run == choice.baseline)
     else:
         found = cache.one(baseline, ctx)
         if found is None:
             raise errors.NotFoundError(f"no baseline run named {baseline[:200]!r}")
         theirs = found
+        choice = named_choice(ours.signals, theirs.signals)
     comparison = compare(ours.signals, theirs.signals, ours.findings, theirs.findings)
-    return _compare_json(comparison, ours.signals, theirs.signals, baseline == BEST, points)
+    return _compare_json(comparison, ours.signals, theirs.signals, choice, points)
 
 
 def _compare_json(
-    comparison: Comparison, run: RunSignals, baseline: RunSignals | None, picked: bool, points: int
+    comparison: Comparison, run: RunSignals, baseline: RunSignals | None, choice: Choice, points: int
 ) -> dict[str, Any]:
     """The comparison's JSON and what the tab draws beside it (nothing without a baseline)."""
     curves, ratios = None, []
@@ -158,7 +169,14 @@ def _compare_json(
             "baseline": {name: _points(series, points) for name, series in overlay.baseline.items()},
         }
         ratios = compare_curves.layer_grad_ratio(run, baseline)
-    return {**comparison.to_json(), "axis": run.axis, "picked": picked, "curves": curves, "layer_grad_ratio": ratios}
+    return {
+        **comparison.to_json(),
+        "axis": run.axis,
+        "picked": choice.rule != NAMED,
+        "baseline_choice": choice.to_json(),
+        "curves": curves,
+        "layer_grad_ratio": ratios,
+    }
 
 
 def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:

@@ -1,0 +1,96 @@
+"""Every run of a logdir against a baseline: one the user named, or each run's best earlier run of
+its own model (`baseline_pick.pick_baseline`). What `tb-trainhealth compare LOGDIR --baseline RUN|best`
+prints: one `Pair` per run, the most clearly worse first (`worst_first`). The runs come diagnosed
+(each once, by the caller); nothing here reads a file but the markers of runs marked as good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tb_trainhealth.compare.baseline_pick import Choice, named_choice, pick_baseline
+from tb_trainhealth.compare.comparison import Comparison, compare
+from tb_trainhealth.compare.noise import SEEDS, Verdict
+
+if TYPE_CHECKING:
+    from tb_trainhealth.diagnosis import Diagnosis
+
+# Worst first: a run worse than its baseline, then one that could not be judged, then the same, then better.
+VERDICT_ORDER = {Verdict.WORSE: 0, Verdict.UNKNOWN: 1, Verdict.SAME: 2, Verdict.BETTER: 3}
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """One run judged against its baseline, and how that baseline was chosen."""
+
+    comparison: Comparison
+    choice: Choice
+
+    def to_json(self) -> dict[str, Any]:
+        """`Comparison.to_json()` with "baseline_choice" (`Choice.to_json`) added."""
+        return {**self.comparison.to_json(), "baseline_choice": self.choice.to_json()}
+
+    @property
+    def deficit(self) -> float | None:
+        """How far the run fell short of its baseline on the metric that decided the verdict, in
+        bands of two seeds' noise (an accuracy's points / 0.06, a loss's log ratio / log 1.6;
+        negative: ahead of it); None where no metric decided."""
+        comparison = self.comparison
+        pair = next((m for m in comparison.metrics if comparison.why.startswith(f"{m.name} ")), None)
+        if pair is None:
+            return None
+        run, baseline = pair.run_final, pair.baseline_final
+        if not math.isfinite(run) or not math.isfinite(baseline):  # a NaN loss is the worst there is
+            return (
+                None if math.isfinite(run) == math.isfinite(baseline) else -math.inf if math.isfinite(run) else math.inf
+            )
+        if pair.higher_is_better:
+            return (baseline - run) / SEEDS.accuracy
+        return math.log(max(run, 1e-12) / max(baseline, 1e-12)) / SEEDS.loss
+
+
+def against_one(diagnoses: Sequence[Diagnosis], baseline: Diagnosis) -> list[Pair]:
+    """Every run but the baseline itself against the baseline the user named, worst first."""
+    pairs = [
+        Pair(
+            compare(d.signals, baseline.signals, d.findings, baseline.findings),
+            named_choice(d.signals, baseline.signals),
+        )
+        for d in diagnoses
+        if d is not baseline
+    ]
+    return worst_first(pairs)
+
+
+def against_best(diagnoses: Sequence[Diagnosis], marked: Iterable[str] = ()) -> list[Pair]:
+    """Every run against its own best earlier run of the same model (`pick_baseline`; `marked`: the
+    names of runs marked as good), worst first; a run with none gets a comparison without a baseline
+    that says why."""
+    by_name = {d.signals.run: d for d in diagnoses}
+    candidates = [d.signals for d in diagnoses]
+    findings = {d.signals.run: d.findings for d in diagnoses}
+    marked = set(marked)
+    pairs = []
+    for d in diagnoses:
+        choice = pick_baseline(d.signals, candidates, findings, marked)
+        if choice.baseline is None:
+            comparison = Comparison.without_baseline(d.signals.run, choice.why)
+        else:
+            theirs = by_name[choice.baseline]
+            comparison = compare(d.signals, theirs.signals, d.findings, theirs.findings)
+        pairs.append(Pair(comparison, choice))
+    return worst_first(pairs)
+
+
+def worst_first(pairs: Iterable[Pair]) -> list[Pair]:
+    """Worse, unknown, same, better; within each, the largest deficit on the deciding metric first
+    (those without one after), then by run name."""
+
+    def key(pair: Pair) -> tuple[int, bool, float, str]:
+        deficit = pair.deficit
+        return (VERDICT_ORDER[pair.comparison.verdict], deficit is None, -(deficit or 0.0), pair.comparison.run)
+
+    return sorted(pairs, key=key)

@@ -1,0 +1,44 @@
+"""How `tb-trainhealth compare LOGDIR --baseline` orders its runs: on comparisons built in memory
+(the command end to end: tests/test_compare_cli.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tb_trainhealth.compare import many
+from tb_trainhealth.compare.baseline_pick import named_choice
+from tb_trainhealth.compare.comparison import Comparison
+from tb_trainhealth.compare.curves import MetricPair
+from tb_trainhealth.compare.noise import Verdict
+from tb_trainhealth.signals import RunSignals
+
+
+def _comparison(run: str, verdict: Verdict, metric: str | None = None, baseline: float = 0.0, final: float = 0.0):
+    higher = metric is not None and "accuracy" in metric
+    metrics = [MetricPair(metric, higher, baseline, final, baseline, final)] if metric else []
+    why = f"{metric} {final} is compared with the baseline's {baseline}" if metric else "the run broke"
+    return Comparison(run, "base", verdict, why, [], None, metrics, [])
+
+
+def test_many_runs_are_listed_worse_first_and_by_the_deciding_metrics_shortfall():
+    pairs = [
+        many.Pair(comparison, named_choice(RunSignals("x"), RunSignals("base")))
+        for comparison in (
+            _comparison("a_better", Verdict.BETTER, "val_accuracy", 0.5, 0.9),
+            _comparison("b_same", Verdict.SAME, "val_accuracy", 0.5, 0.5),
+            _comparison("c_unknown", Verdict.UNKNOWN),
+            _comparison("d_slightly_worse", Verdict.WORSE, "val_accuracy", 0.9, 0.8),  # 0.1: 1.7 bands
+            _comparison("e_broke", Verdict.WORSE),  # no deciding metric: after those with one
+            _comparison("f_much_worse", Verdict.WORSE, "val_loss", 0.5, 5.0),  # 10x: 4.9 bands
+            _comparison("g_nan", Verdict.WORSE, "val_loss", 0.5, math.nan),
+            _comparison("h_accuracy", Verdict.WORSE, "accuracy", 0.9, 0.3),
+        )
+    ]
+    # The deciding metric is the one the verdict names, not the first: val_accuracy 0.9 -> 0.89 is no shortfall.
+    pairs[-1].comparison.metrics.insert(0, MetricPair("val_accuracy", True, 0.9, 0.89, 0.9, 0.89))
+    order = [pair.comparison.run for pair in many.worst_first(pairs)]
+    assert order == ["g_nan", "h_accuracy", "f_much_worse", "d_slightly_worse", "e_broke", "c_unknown",
+                     "b_same", "a_better"]  # fmt: skip
+    assert pairs[3].deficit == pytest.approx(0.1 / 0.06)
