@@ -135,7 +135,17 @@ def test_the_callback_compares_with_its_baseline_at_the_end_of_fit(runs, tmp_pat
 
 # The fixture's runs, trained in this order: good, twin, tiny_lr, regression (one output unit: another
 # model), plain_good, plain_bad (Keras' TensorBoard callback only: no model recorded).
-COMPARISON_KEYS = {"run", "baseline", "verdict", "why", "changes", "parted_at_step", "metrics", "findings"}
+COMPARISON_KEYS = {
+    "run",
+    "baseline",
+    "verdict",
+    "why",
+    "changes",
+    "parted_at_step",
+    "metrics",
+    "findings",
+    "deciding_metric",
+}
 
 
 def _logdir_of(runs: dict[str, str], tmp_path, names: tuple[str, ...]) -> str:

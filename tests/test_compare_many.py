@@ -19,7 +19,7 @@ def _comparison(run: str, verdict: Verdict, metric: str | None = None, baseline:
     higher = metric is not None and "accuracy" in metric
     metrics = [MetricPair(metric, higher, baseline, final, baseline, final)] if metric else []
     why = f"{metric} {final} is compared with the baseline's {baseline}" if metric else "the run broke"
-    return Comparison(run, "base", verdict, why, [], None, metrics, [])
+    return Comparison(run, "base", verdict, why, [], None, metrics, [], metric)
 
 
 def test_many_runs_are_listed_worse_first_and_by_the_deciding_metrics_shortfall():

@@ -34,7 +34,8 @@ exit status (compare RUN BASELINE):
 
 --json prints {"run", "baseline", "verdict": "worse"|"same"|"better"|"unknown", "why",
 "changes": [{"setting", "baseline", "run"}] (most likely culprit first), "parted_at_step",
-"metrics": [{"name", "baseline", "run"}] (final, and best_<name>), "findings": [...as diagnose]}.
+"metrics": [{"name", "baseline", "run"}] (final, and best_<name>), "findings": [...as diagnose],
+"deciding_metric": the metric the verdict was judged on, or null}.
 
 compare LOGDIR --baseline RUN|best: every run under LOGDIR against RUN (a run name as diagnose
 names it, or a run directory; RUN itself is not compared), or each against the best earlier run of

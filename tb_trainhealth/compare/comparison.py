@@ -57,6 +57,7 @@ class Comparison:
     parted_at_step: int | None
     metrics: list[MetricPair]
     findings: list[Finding]
+    deciding: str | None = None  # the metric the verdict was judged on ("val_accuracy"), where one was
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +69,7 @@ class Comparison:
             "parted_at_step": self.parted_at_step,
             "metrics": [entry for pair in self.metrics for entry in pair.to_dicts()],
             "findings": [finding.to_dict() for finding in self.findings],
+            "deciding_metric": self.deciding,
         }
 
     @classmethod
@@ -99,7 +101,10 @@ def compare(
     findings = list(run_findings)
     if judgement.verdict is Verdict.WORSE:
         findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence))
-    return Comparison(run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings)
+    deciding = judgement.metric.name if judgement.metric is not None else None
+    return Comparison(
+        run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding
+    )
 
 
 def _earlier_verdict(recorded: Finding | None, verdict: Verdict) -> str:

@@ -39,7 +39,7 @@ class Pair:
         bands of two seeds' noise (an accuracy's points / 0.06, a loss's log ratio / log 1.6;
         negative: ahead of it); None where no metric decided."""
         comparison = self.comparison
-        pair = next((m for m in comparison.metrics if comparison.why.startswith(f"{m.name} ")), None)
+        pair = next((m for m in comparison.metrics if m.name == comparison.deciding), None)
         if pair is None:
             return None
         run, baseline = pair.run_final, pair.baseline_final
