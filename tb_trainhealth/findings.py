@@ -6,6 +6,8 @@ import dataclasses
 import enum
 from typing import Any
 
+from tb_trainhealth.contract.vocab import RunStatus
+
 
 class Severity(enum.IntEnum):
     INFO = 0
@@ -158,11 +160,7 @@ class Finding:
         )
 
 
-# Worst first: how runs are ordered everywhere (CLI, tab).
-STATUS_ORDER = {"critical": 0, "warning": 1, "ok": 2}
-
-
-def run_status(findings: list[Finding]) -> str:
-    """The run's badge: the worst severity at or above warning, else "ok"."""
+def run_status(findings: list[Finding]) -> RunStatus:
+    """The run's badge: the worst severity at or above warning, else ok."""
     worst = max((f.severity for f in findings), default=Severity.INFO)
-    return worst.label if worst >= Severity.WARNING else "ok"
+    return RunStatus(worst.label) if worst >= Severity.WARNING else RunStatus.OK

@@ -17,7 +17,7 @@ from test_parts_off import train as train_tiny
 from test_step_axis import keras_only_nan_run
 
 from tb_trainhealth.callback.step.step_probe import StepProbe
-from tb_trainhealth.report.run_report import ORDER
+from tb_trainhealth.contract.vocab import RunStatus
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -119,7 +119,9 @@ def test_runs_are_listed_worst_first(page):
     items = frame.locator("[data-testid=run-item]")
     items.nth(5).wait_for()
     statuses = [items.nth(i).get_attribute("data-status") for i in range(items.count())]
-    assert statuses == sorted(statuses, key=ORDER.__getitem__)  # an unreadable run among the ok ones
+    assert statuses == sorted(
+        statuses, key=lambda status: RunStatus(status).rank
+    )  # an unreadable run among the ok ones
     assert statuses[0] == "critical" and items.nth(0).get_attribute("data-run") == "nan_input"
 
 

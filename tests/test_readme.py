@@ -17,9 +17,10 @@ from tb_trainhealth.cli.diagnose import EPILOG
 from tb_trainhealth.cli.json_report import render_json
 from tb_trainhealth.compare.comparison import CODE as COMPARE_CODE
 from tb_trainhealth.contract.events import NonfiniteEvent
-from tb_trainhealth.findings import STATUS_ORDER, Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.contract.vocab import JUDGED_STATUSES, RunStatus
+from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.read import event_files
-from tb_trainhealth.report.run_report import UNREADABLE, RunReport
+from tb_trainhealth.report.run_report import RunReport
 from tb_trainhealth.rules import RULES
 from tb_trainhealth.signals import RunSignals
 
@@ -135,7 +136,7 @@ def test_readme_names_every_key_of_a_finding_and_of_a_file_error():
 def test_readme_lists_every_status_and_file_problem_kind():
     cli_section = page("cli.md")
     (statuses,) = re.findall(r"\(`status`: ([^;]*);", cli_section)
-    assert CODE_NAME.findall(statuses) == [*STATUS_ORDER, UNREADABLE]
+    assert CODE_NAME.findall(statuses) == [*JUDGED_STATUSES, RunStatus.UNREADABLE]
     (kinds,) = re.findall(r'`\{"file", "error", "kind"\}`, kind ([^)]*)\)', cli_section, re.S)
     assert set(CODE_NAME.findall(kinds)) == {*event_files.ERROR_KINDS, *event_files.NOTE_KINDS}
 
@@ -146,7 +147,7 @@ def test_help_describes_the_same_json():
     finding = EPILOG[EPILOG.index("A finding:") :]
     assert set(KEY.findall(finding)) == finding_keys(written_run()["findings"][0])
     statuses = EPILOG[EPILOG.index('"status":') : EPILOG.index("(nothing")]
-    assert KEY.findall(statuses)[1:] == [*STATUS_ORDER, UNREADABLE]
+    assert KEY.findall(statuses)[1:] == [*JUDGED_STATUSES, RunStatus.UNREADABLE]
 
 
 # Figures of speed or size ("20x faster", "25% smaller") must say which bench measures them.

@@ -13,7 +13,8 @@ import pytest
 from tensorboard import context as tb_context
 from tensorboard import errors
 
-from tb_trainhealth.findings import STATUS_ORDER, run_status
+from tb_trainhealth.contract.vocab import RunStatus
+from tb_trainhealth.findings import run_status
 from tb_trainhealth.plugin import diagnosis_cache, route_answers
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.read import event_files
@@ -40,7 +41,7 @@ def test_runs_answer_lists_every_run_worst_first_with_the_engines_status_and_cou
     runs = route_answers.runs_answer(cache, CTX, None)["runs"]
     assert [r["run"] for r in runs] != [] and {r["run"] for r in runs} == set(scenario_findings)
     assert {r["run"]: r["status"] for r in runs} == {run: run_status(f) for run, f in scenario_findings.items()}
-    keys = [(STATUS_ORDER[r["status"]], r["run"]) for r in runs]  # as `diagnose` lists them
+    keys = [(RunStatus(r["status"]).rank, r["run"]) for r in runs]  # as `diagnose` lists them
     assert keys == sorted(keys) and runs[0]["status"] == "critical" and runs[-1]["status"] == "ok"
     for r in runs:
         labels = [f.severity.label for f in scenario_findings[r["run"]]]
@@ -68,7 +69,7 @@ def test_runs_not_diagnosed_yet_come_last_as_pending(scenario_logdir, monkeypatc
     finally:
         gate.set()  # the pool's threads finish their reads
     assert runs[0]["run"] == "nan_input" and runs[0]["status"] == nan.status == "critical"
-    assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {run_report.PENDING}
+    assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {RunStatus.PENDING}
     assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in runs[1:])
 
 
@@ -96,7 +97,7 @@ def test_a_run_with_only_unreadable_event_files_is_listed_with_its_file_error(tm
     (tmp_path / "broken" / "events.out.tfevents.1700000000.host").write_bytes(b"\x07not an event file" * 20)
     fresh, files = cache_for(str(tmp_path)), event_files.BackgroundChecker(str(tmp_path), ttl=5.0)
     (run,) = route_answers.runs_answer(fresh, CTX, files)["runs"]
-    assert run["run"] == "broken" and run["status"] == run_report.UNREADABLE
+    assert run["run"] == "broken" and run["status"] == RunStatus.UNREADABLE
     assert [e["kind"] for e in run["file_errors"]] == [event_files.UNREADABLE] and "broken/" in run["errors"][0]
     page = route_answers.findings_answer(fresh, CTX, files, "broken")
     assert page["findings"] == [] and page["file_errors"] == run["file_errors"] and page["status"] == run["status"]

@@ -20,9 +20,10 @@ from tb_trainhealth.cli.exit_status import EXIT_FINDINGS, EXIT_OK, fail
 from tb_trainhealth.cli.json_report import render_json
 from tb_trainhealth.cli.progress import clear_progress, show_reading, show_runs_diagnosed
 from tb_trainhealth.cli.text_report import render_text
+from tb_trainhealth.contract.vocab import RunStatus
 from tb_trainhealth.findings import Severity
 from tb_trainhealth.read import event_files
-from tb_trainhealth.report.run_report import UNREADABLE, RunReport, logdir_reports, worst_first
+from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
 from tb_trainhealth.run_paths import is_local
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if shows_progress:
         clear_progress()
     sys.stdout.write(render_json(reports) + "\n" if args.json else render_text(reports, args.logdir))
-    if reports and all(report.status == UNREADABLE for report in reports):
+    if reports and all(report.status is RunStatus.UNREADABLE for report in reports):
         unread = sum(len(report.errors) for report in reports)
         return fail(f"nothing under {args.logdir} could be read ({unread} error(s))")
     threshold = Severity.parse(args.fail_on)

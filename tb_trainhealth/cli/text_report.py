@@ -8,8 +8,8 @@ from __future__ import annotations
 import collections
 import textwrap
 
-from tb_trainhealth.findings import STATUS_ORDER
-from tb_trainhealth.report.run_report import UNREADABLE, RunReport
+from tb_trainhealth.contract.vocab import JUDGED_STATUSES, RunStatus
+from tb_trainhealth.report.run_report import RunReport
 
 MAX_FIXES = 3  # per finding in text output; --json has them all
 MAX_FACTS = 8
@@ -48,7 +48,7 @@ def summary_line(reports: list[RunReport]) -> str:
     """The last line, "3 run(s): 0 critical, 1 warning, 1 ok, 1 unreadable", counted as the
     tab's summary counts them: an unreadable run is not ok, and is named only when there is one."""
     counts = collections.Counter(report.status for report in reports)
-    parts = [f"{counts[status]} {status}" for status in STATUS_ORDER]
-    if counts[UNREADABLE]:
-        parts.append(f"{counts[UNREADABLE]} {UNREADABLE}")
+    parts = [f"{counts[status]} {status}" for status in JUDGED_STATUSES]
+    if counts[RunStatus.UNREADABLE]:
+        parts.append(f"{counts[RunStatus.UNREADABLE]} {RunStatus.UNREADABLE}")
     return f"{len(reports)} run(s): " + ", ".join(parts)

@@ -16,6 +16,32 @@ class Name(str, enum.Enum):
         return self.value
 
 
+class RunStatus(Name):
+    """A run's badge, as the CLI's JSON and the tab's routes say it; `rank` orders runs worst first."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    OK = "ok"
+    UNREADABLE = "unreadable"  # nothing of it could be read: no finding, because nothing was looked at
+    PENDING = "pending"  # the tab has not diagnosed it yet (a big logdir): it asks again soon
+
+    @property
+    def rank(self) -> int:
+        """Worst first: an unreadable run ranks with the ok ones, a pending one last."""
+        return _STATUS_RANK[self]
+
+
+_STATUS_RANK = {
+    RunStatus.CRITICAL: 0,
+    RunStatus.WARNING: 1,
+    RunStatus.OK: 2,
+    RunStatus.UNREADABLE: 2,
+    RunStatus.PENDING: 3,
+}
+# The statuses a diagnosis gives (unreadable and pending are the report's).
+JUDGED_STATUSES = (RunStatus.CRITICAL, RunStatus.WARNING, RunStatus.OK)
+
+
 class LintCheck(Name):
     """Train-start checks of the model and the first batches (`lint` events)."""
 

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import STATUS_ORDER, Finding, Severity, run_status
+from tb_trainhealth.contract.vocab import RunStatus
+from tb_trainhealth.findings import Finding, Severity, run_status
 from tb_trainhealth.read.event_files import TRUNCATED_COPY, FileProblem, by_group
 from tb_trainhealth.report.lead_chart import lead_chart
 from tb_trainhealth.report.timeline import Entry, timeline
@@ -29,12 +30,6 @@ from tb_trainhealth.signals import RunSignals
 if TYPE_CHECKING:
     from tb_trainhealth.diagnosis import Diagnosis
 
-# A run nothing of which could be read: it has no finding because nothing was looked at, so it is not "ok".
-UNREADABLE = "unreadable"
-# A run the tab has not finished diagnosing for the first time (a big logdir): the tab asks again soon.
-PENDING = "pending"
-# Worst first, then by name, on both surfaces: an unreadable run ranks with the ok runs, a pending one last.
-ORDER = {**STATUS_ORDER, UNREADABLE: STATUS_ORDER["ok"], PENDING: len(STATUS_ORDER)}
 # The finding whose evidence is a missing end record (rules/stalls.py): a truncated copy lost it.
 KILLED = "ended_abruptly"
 SEVERITIES = tuple(severity.label for severity in sorted(Severity, reverse=True))  # critical, warning, info
@@ -109,11 +104,11 @@ class RunReport:
         return not self.pending and nothing_read and bool(self.errors) and not self.findings
 
     @property
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         """critical, warning, ok (the worst finding's severity), unreadable or pending."""
         if self.pending:
-            return PENDING
-        return UNREADABLE if self.unreadable else run_status(self.findings)
+            return RunStatus.PENDING
+        return RunStatus.UNREADABLE if self.unreadable else run_status(self.findings)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -170,4 +165,4 @@ def logdir_reports(
 
 def worst_first(reports: Iterable[RunReport]) -> list[RunReport]:
     """As both surfaces list runs: worst status first, then by name."""
-    return sorted(reports, key=lambda report: (ORDER[report.status], report.run))
+    return sorted(reports, key=lambda report: (report.status.rank, report.run))
