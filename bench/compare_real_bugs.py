@@ -43,8 +43,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from bench.real_bug_zoo import all_cases, train
 from bench.real_bugs.case import Case
 
-# (version, seed): the runs each case needs.
-RUNS = (("buggy", 0), ("fixed", 0), ("fixed", 1))
+# (version, seed): the runs each case needs; the twin's seed is --twin-seed (1 by default: the seed
+# the draw noise in compare/noise.py was measured on; another seed is a held-out check of it).
+TWIN_SEED = 1
+
+
+def runs_needed(twin_seed: int) -> tuple[tuple[str, int], ...]:
+    return (("buggy", 0), ("fixed", 0), ("fixed", twin_seed))
+
+
 TOP = 2  # the fix's change must be named first or second
 
 
@@ -86,14 +93,8 @@ def ensure_trained(root: str, case: Case, key: str, seed: int) -> float | None:
 
 
 def deciding(comparison: Any) -> Any:
-    """The metric the verdict was judged on, as `noise.judge` picks it (first accuracy, else first
-    metric); None where a broken run decided or nothing did (verdict unknown)."""
-    if comparison.why.startswith("the run broke") or comparison.verdict.value == "unknown":
-        return None
-    accuracies = [pair for pair in comparison.metrics if pair.higher_is_better]
-    if accuracies:
-        return accuracies[0]
-    return comparison.metrics[0] if comparison.metrics else None
+    """The metric the verdict was judged on; None where a broken run or a finding decided, or nothing."""
+    return next((pair for pair in comparison.metrics if pair.name == comparison.deciding), None)
 
 
 def fix_rank(comparison: Any, case: Case) -> int | None:
@@ -132,11 +133,12 @@ def gap(pair: Any) -> tuple[float, float]:
     return log_ratio(pair.run_final, pair.baseline_final), log_ratio(pair.run_best, pair.baseline_best)
 
 
-def compare_case(root: str, case: Case) -> dict[str, Any] | None:
+def compare_case(root: str, case: Case, twin_seed: int = TWIN_SEED) -> dict[str, Any] | None:
     from tb_trainhealth.compare.comparison import compare
     from tb_trainhealth.compare.runs import diagnosed_directory
 
-    paths = {(key, seed): run_dir(root, case, key, seed) for key, seed in RUNS}
+    needed = runs_needed(twin_seed)
+    paths = {(key, seed): run_dir(root, case, key, seed) for key, seed in needed}
     if not all(os.path.isdir(p) for p in paths.values()):
         return None
     runs = {which: diagnosed_directory(path, "run") for which, path in paths.items()}
@@ -144,12 +146,13 @@ def compare_case(root: str, case: Case) -> dict[str, Any] | None:
     def versus(a: tuple[str, int], b: tuple[str, int]) -> Any:
         return compare(runs[a].signals, runs[b].signals, runs[a].findings, runs[b].findings)
 
-    scores = {(key, seed): load_scores(root, case, seed).get(key, math.nan) for key, seed in RUNS}
+    scores = {(key, seed): load_scores(root, case, seed).get(key, math.nan) for key, seed in needed}
     return {
         "case": case,
         "kind": model_kind(runs[("fixed", 0)].signals, case),
         "bug": versus(("buggy", 0), ("fixed", 0)),
-        "twin": versus(("fixed", 1), ("fixed", 0)),
+        "twin": versus(("fixed", twin_seed), ("fixed", 0)),
+        "twin_seed": twin_seed,
         "scores": scores,
         "verified": scores[("fixed", 0)] - scores[("buggy", 0)] >= case.margin,
     }
@@ -201,7 +204,7 @@ def report(results: list[dict[str, Any]], verbose: bool) -> None:
     for r in results:
         twin, case = r["twin"], r["case"]
         pair = deciding(twin)
-        held = r["scores"][("fixed", 1)] - r["scores"][("fixed", 0)]
+        held = r["scores"][("fixed", r["twin_seed"])] - r["scores"][("fixed", 0)]
         if pair is None:
             print(f"  {case.name:45} {r['kind']:8} no deciding metric ({twin.why})")
             continue
@@ -243,7 +246,8 @@ def report(results: list[dict[str, Any]], verbose: bool) -> None:
     )
     print(f"fix not recorded as a setting (verdict only): worse on {unseen_worse} of {len(unseen)}")
     print(
-        f"seed twins (fixed s1 vs fixed s0) called worse: {len(alarms)} of {len(results)}"
+        f"seed twins (fixed s{results[0]['twin_seed'] if results else TWIN_SEED} vs fixed s0) called worse: "
+        f"{len(alarms)} of {len(results)}"
         + (f" ({', '.join(r['case'].name for r in alarms)})" if alarms else "")
         + "  [target: 0]"
     )
@@ -264,19 +268,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, metavar="NAME,...", help="cases whose name contains one of these")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--json", default=None, metavar="PATH")
+    parser.add_argument("--twin-seed", type=int, default=TWIN_SEED, help="the fixed program's second seed")
     args = parser.parse_args(argv)
     cases = [c for c in all_cases() if not args.only or any(p in c.name for p in args.only.split(","))]
     root = args.reuse or args.keep or tempfile.mkdtemp(prefix="cmp_real_bugs_")
     if not args.reuse:
         for case in cases:
-            for key, seed in RUNS:
+            for key, seed in runs_needed(args.twin_seed):
                 try:
                     ensure_trained(root, case, key, seed)
                 except Exception as err:  # a case that no longer runs: said, and the bench goes on
                     print(f"{case.name:45} {key} s{seed} FAILED TO RUN: {type(err).__name__}: {err}", flush=True)
     results = []
     for case in cases:
-        result = compare_case(root, case)
+        result = compare_case(root, case, args.twin_seed)
         if result is None:
             print(f"{case.name:45} runs missing under {root}: skipped")
             continue
