@@ -244,3 +244,33 @@ def test_a_bad_baseline_is_one_line_and_exit_2(runs, args, message):
     assert message in line and "Traceback" not in proc.stderr
     if "nope" in args:
         assert "good, plain_bad, plain_good, regression, tiny_lr" in line
+
+
+# -- damaged baselines (issue 47): name the damage, never "still being written" -----------------------
+def _health_file(run_dir: str) -> str:
+    """The callback's own event file of a run (the one holding the end of fit)."""
+    files = [os.path.join(run_dir, f) for f in os.listdir(run_dir) if f.startswith("events.out.tfevents")]
+    return max(files, key=os.path.getsize)
+
+
+def test_a_baseline_damaged_mid_file_is_named_and_judged_on_what_was_read(runs, tmp_path):
+    baseline = str(tmp_path / "damaged")
+    shutil.copytree(runs["good"], baseline)
+    path = _health_file(baseline)
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        f.write(b"\xff" * 40)  # 40 bytes flipped mid-file: the records after them are lost
+    proc = cli(runs["twin"], baseline)
+    text = proc.stdout + proc.stderr
+    assert "still being written" not in text, text
+    assert "damaged" in text and os.path.basename(path) in text, text
+
+
+def test_a_baseline_whose_only_event_file_is_garbage_says_so(runs, tmp_path):
+    baseline = tmp_path / "garbage"
+    baseline.mkdir()
+    (baseline / "events.out.tfevents.1700000000.host").write_bytes(os.urandom(4096))
+    proc = cli(runs["twin"], str(baseline))
+    assert proc.returncode == 2
+    assert "no TensorBoard event files" not in proc.stderr, proc.stderr
+    assert "events.out.tfevents.1700000000.host" in proc.stderr and "none is a readable event file" in proc.stderr

@@ -8,6 +8,7 @@ compare --json`, and what the tab's compare route sends, with what it draws besi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from tb_trainhealth.compare import culprit, fix_text
@@ -79,20 +80,29 @@ class Comparison:
 
 
 def compare(
-    run: RunSignals, baseline: RunSignals, run_findings: list[Finding], baseline_findings: list[Finding]
+    run: RunSignals,
+    baseline: RunSignals,
+    run_findings: list[Finding],
+    baseline_findings: list[Finding],
+    baseline_damage: Sequence[str] = (),
 ) -> Comparison:
-    """Compare two read and diagnosed runs (names as the user gave them: `run.run`, `baseline.run`)."""
+    """Compare two read and diagnosed runs (names as the user gave them: `run.run`, `baseline.run`).
+    `baseline_damage`: what is wrong with the baseline's event files, where known: it is judged on
+    what was read, and the verdict says so."""
     changes = changed_settings(run.settings, baseline.settings, run.info, baseline.info)
     metrics = shared_metrics(run, baseline)
     # The callback's own comparison at the end of fit: this one decides, and says so where they differ.
     recorded = next((f for f in run_findings if f.code == CODE), None)
     run_findings = [f for f in run_findings if f.code != CODE]
-    unusable = _unusable(run, baseline, metrics)
+    damaged = _damage_text(baseline, baseline_damage)
+    unusable = _unusable(run, baseline, metrics, bool(baseline_damage))
     if unusable is not None:
-        why = unusable + _earlier_verdict(recorded, Verdict.UNKNOWN)
+        why = unusable + damaged + _earlier_verdict(recorded, Verdict.UNKNOWN)
         return Comparison(run.run, baseline.run, Verdict.UNKNOWN, why, changes, None, metrics, run_findings)
     judgement = _judged(run, baseline, metrics, changes, run_findings, baseline_findings)
-    judgement = dataclasses.replace(judgement, why=judgement.why + _earlier_verdict(recorded, judgement.verdict))
+    judgement = dataclasses.replace(
+        judgement, why=judgement.why + damaged + _earlier_verdict(recorded, judgement.verdict)
+    )
     parted = None
     if judgement.verdict in (Verdict.WORSE, Verdict.BETTER):
         parted = parting_step(run, baseline, LOSS_NOISE, worse=judgement.verdict is Verdict.WORSE)
@@ -118,13 +128,24 @@ def _earlier_verdict(recorded: Finding | None, verdict: Verdict) -> str:
     )
 
 
-def _unusable(run: RunSignals, baseline: RunSignals, metrics: list[MetricPair]) -> str | None:
-    """Why the two runs cannot be judged against each other, or None."""
+def _damage_text(baseline: RunSignals, damage: Sequence[str]) -> str:
+    if not damage:
+        return ""
+    read = f", up to {baseline.at(baseline.last_position)}" if baseline.last_position is not None else ""
+    return (
+        f" (The baseline is damaged: {'; '.join(damage[:2])}. It is judged on what was read{read}: its curve "
+        "after the damage, and the end of fit it recorded, are missing.)"
+    )
+
+
+def _unusable(run: RunSignals, baseline: RunSignals, metrics: list[MetricPair], damaged: bool = False) -> str | None:
+    """Why the two runs cannot be judged against each other, or None. A damaged baseline that lost
+    its end of fit is not one still being written."""
     if baseline.last_position is None:
         return f"the baseline {baseline.run!r} holds no training data"
     if run.last_position is None:
         return f"the run {run.run!r} holds no training data"
-    if _still_writing(baseline):
+    if not damaged and _still_writing(baseline):
         return (
             f"the baseline {baseline.run!r} is still being written (no end of fit recorded yet): compare once it ends"
         )

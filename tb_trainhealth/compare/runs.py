@@ -15,7 +15,18 @@ class RunNotComparable(Exception):
 
 def compare_directories(run: str, baseline: str) -> Comparison:
     ours, theirs = diagnosed_directory(run, "run"), diagnosed_directory(baseline, "baseline")
-    return compare(ours.signals, theirs.signals, ours.findings, theirs.findings)
+    return compare(ours.signals, theirs.signals, ours.findings, theirs.findings, damage(baseline))
+
+
+def damage(path: str) -> list[str]:
+    """What is wrong with the event files of a local run directory (a corrupt record, a cut end), in
+    words with the file and offset; [] for a remote path, whose files are not scanned here."""
+    from tb_trainhealth.read.event_files import check_logdir
+    from tb_trainhealth.run_paths import is_local
+
+    if not is_local(path) or not os.path.isdir(path):
+        return []
+    return [problem.text() for found in check_logdir(path).values() for problem in found if problem.is_error]
 
 
 def diagnosed_directory(path: str, role: str) -> Diagnosis:
@@ -36,6 +47,11 @@ def diagnosed_directory(path: str, role: str) -> Diagnosis:
                 )
             diagnosis = diagnose_run(reader, groups[0])
     except LogdirError as err:
+        broken = damage(path)
+        if broken:  # event files there, none of them readable: say which and why, not "no event files"
+            raise RunNotComparable(
+                f"the {role} {path} has event files, but none is a readable event file: {'; '.join(broken[:3])}"
+            ) from err
         raise RunNotComparable(f"the {role} is not a readable run: {err}") from err
     if diagnosis.errors and not diagnosis.signals.series:
         raise RunNotComparable(f"the {role} {path} cannot be read: {diagnosis.errors[0]}")
