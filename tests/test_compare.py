@@ -342,3 +342,27 @@ def test_a_worse_verdict_recorded_at_the_end_of_fit_is_not_repeated_when_this_on
     assert 'recorded "Worse than baseline old' in unknown.why and "replaces it" in unknown.why
     same = compare(run_of("a", seed=1, val_accuracy=0.89), run_of("b"), [recorded], [])
     assert same.verdict is Verdict.SAME and same.findings == [] and "replaces it" in same.why
+
+
+def test_losses_on_targets_of_another_scale_are_compared_by_their_gain_over_a_constant():
+    """A program whose data generator draws its slope from the seed: R^2 0.996 and 0.998, validation
+    MSE 3.5 against 0.39 (real-bug zoo tpb_so39939881 with seed 2): not worse."""
+    from tb_trainhealth.compare.resample import targets_rescaled
+    from tb_trainhealth.contract.events import LintEvent
+    from tb_trainhealth.contract.vocab import LintCheck
+
+    def regression(name: str, spread: float, val_loss: float) -> RunSignals:
+        signals = run_of(name, settings={**SETTINGS, "label_distribution": [0.0, spread]})
+        del signals.series[sig.EPOCH_ACCURACY], signals.series[sig.EPOCH_VAL_ACCURACY]
+        steps = signals.series[sig.EPOCH_LOSS].steps
+        signals.series[sig.EPOCH_VAL_LOSS] = Series.of(steps, np.linspace(spread**2, val_loss, len(steps)))
+        signals.events.append(LintEvent(0, LintCheck.LABEL_STATISTICS, constant_loss=spread**2))
+        signals.info = RunInfo(loss="mse")
+        return signals
+
+    assert targets_rescaled([Change("label_distribution", [0.0, 15.0], [0.0, 27.0])])
+    assert not targets_rescaled([Change("label_distribution", [0.0, 15.0], [0.3, 15.5])])
+    assert not targets_rescaled([Change("label_distribution", [0.5, 0.5], [0.9, 0.1])])  # class shares
+    comparison = compare(regression("a", 27.0, 3.5), regression("b", 15.0, 0.39), [], [])
+    assert comparison.verdict is Verdict.SAME and "below a constant prediction" in comparison.why, comparison.why
+    assert compare(regression("a", 27.0, 300.0), regression("b", 15.0, 0.39), [], []).verdict is Verdict.WORSE

@@ -14,7 +14,7 @@ from typing import Any
 from tb_trainhealth.compare import culprit, fix_text
 from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metrics
 from tb_trainhealth.compare.noise import DRAWS, LOSS_NOISE, SEEDS, Judgement, Verdict, judge, judge_gains
-from tb_trainhealth.compare.resample import resampled
+from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
@@ -180,8 +180,10 @@ def _judged(
     if broke:
         finding = next(f for f in run_findings if f.code in broke)
         return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
-    loss_changed = any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes) or (
-        None not in (run.info.loss, baseline.info.loss) and run.info.loss != baseline.info.loss
+    loss_changed = (
+        any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes)
+        or (None not in (run.info.loss, baseline.info.loss) and run.info.loss != baseline.info.loss)
+        or targets_rescaled(changes)  # (the same loss on targets of another scale: another yardstick)
     )
     loss = baseline.get(sig.LOSS) or baseline.get(sig.EPOCH_LOSS)
     start = head_level(loss.values) if loss is not None else None

@@ -78,7 +78,11 @@ def judge(
     accuracies = [pair for pair in metrics if pair.higher_is_better]
     deciding = accuracies[0] if accuracies else (metrics[0] if metrics and losses_comparable else None)
     if deciding is None:
-        why = "the runs share no metric" if not metrics else "the runs use different losses and log no accuracy"
+        why = (
+            "the runs share no metric"
+            if not metrics
+            else "the runs' losses do not compare (another loss, or targets of another scale) and they log no accuracy"
+        )
         return Judgement(Verdict.UNKNOWN, None, why)
     final = _gap(deciding, deciding.baseline_final, deciding.run_final, loss_start, noise)
     best = _gap(deciding, deciding.baseline_best, deciding.run_best, loss_start, noise)

@@ -50,6 +50,21 @@ def resampled(changes: Sequence[Change], baseline: Mapping[str, object]) -> bool
     return all(_within_a_draw(c, baseline) for c in data if c.setting not in FINGERPRINTS)
 
 
+def targets_rescaled(changes: Sequence[Change]) -> bool:
+    """The regression targets moved to another scale (their mean or spread beyond what a draw moves
+    them): a squared or absolute error then measures another yardstick, and two runs' losses do not
+    compare (a program whose data generator draws its slope from the seed: R^2 0.996 and 0.998, and
+    validation MSE 3.5 against 0.39; `python bench/compare_real_bugs.py --twin-seed 2`)."""
+    for change in changes:
+        before, after = change.baseline, change.run
+        if change.setting != "label_distribution" or not (isinstance(before, list) and isinstance(after, list)):
+            continue
+        regression = len(before) == len(after) == 2 and all(_numbers(v) for v in before + after)
+        if regression and not _shares(before, after) and not _distribution_close(before, after, None):
+            return True
+    return False
+
+
 def _within_a_draw(change: Change, baseline: Mapping[str, object]) -> bool:
     name, before, after = change.setting, change.baseline, change.run
     if name in COUNTS:
