@@ -167,6 +167,24 @@ def test_a_truncated_copy_of_a_finished_run_is_neither_live_nor_killed(tmp_path)
     assert [f.code for f in killed.findings] == ["ended_abruptly"] and killed.status == "critical"
 
 
+def test_a_finished_run_damaged_mid_file_is_named_and_never_called_killed(tmp_path):
+    """40 bytes flipped mid-file hide every record after them, the end of fit among them: the file's
+    error says where, and the run is judged on what was read, never 'ended abruptly' (issue 47)."""
+    from tb_trainhealth.cli.diagnose import diagnose_logdir
+
+    event_file = finished_fit(tmp_path / "logdir" / "damaged")
+    data = bytearray(event_file.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 40] = b"\xff" * 40
+    event_file.write_bytes(bytes(data))
+    later = time.time() + 60 * 60  # diagnosed long after the fit: a run without its end would look killed
+    (report,) = diagnose_logdir(str(tmp_path / "logdir"), clock=lambda: later)
+    (problem,) = report.file_problems
+    assert problem.kind == "corrupt" and "fails its checksum" in problem.error and "at byte" in problem.error
+    assert "ended_abruptly" not in [f.code for f in report.findings]
+    assert report.status != "critical" and report.errors[-1].endswith(problem.error)
+
+
 def flip(event_file, offsets) -> None:
     data = bytearray(Path(event_file).read_bytes())
     for offset in offsets:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import RunStatus
 from tb_trainhealth.findings import Finding, Severity, run_status
-from tb_trainhealth.read.event_files import TRUNCATED_COPY, FileProblem, by_group
+from tb_trainhealth.read.event_files import CORRUPT, TRUNCATED_COPY, FileProblem, by_group
 from tb_trainhealth.report.lead_chart import lead_chart
 from tb_trainhealth.report.timeline import Entry, timeline
 from tb_trainhealth.signals import RunSignals
@@ -30,8 +30,11 @@ from tb_trainhealth.signals import RunSignals
 if TYPE_CHECKING:
     from tb_trainhealth.diagnosis import Diagnosis
 
-# The finding whose evidence is a missing end record (rules/stalls.py): a truncated copy lost it.
+# The finding whose evidence is a missing end record (rules/stalls.py): a truncated copy lost it, and
+# a corrupt record hides every record after it (TensorBoard reads a file only up to there): the end of
+# fit may be written and unreadable. The file's own error says so; the run is not called killed.
 KILLED = "ended_abruptly"
+HIDES_THE_END = (TRUNCATED_COPY, CORRUPT)
 SEVERITIES = tuple(severity.label for severity in sorted(Severity, reverse=True))  # critical, warning, info
 
 
@@ -63,7 +66,7 @@ class RunReport:
         """The story of a run read into `signals` (None: not read) and diagnosed into `findings`,
         with the reader's `errors` and its event files' `problems`."""
         problems = list(problems)
-        cut = any(problem.kind == TRUNCATED_COPY for problem in problems)
+        cut = any(problem.kind in HIDES_THE_END for problem in problems)
         shown = [finding for finding in findings if not (cut and finding.code == KILLED)]
         read = signals if signals is not None else RunSignals(run)
         kinds = collections.Counter(event.kind.value for event in read.events)
