@@ -285,3 +285,13 @@ def test_a_truncated_copy_is_not_called_killed_in_the_tab_either():
     assert (cut_copy.findings, cut_copy.status) == ([plateau], "warning")
     killed_run = run_report.RunReport.told("run", None, [killed, plateau], [], [died])
     assert (killed_run.findings, killed_run.status) == ([killed, plateau], "critical")
+
+
+def test_the_runs_answer_says_when_a_local_logdir_does_not_exist(cache, tmp_path):
+    assert route_answers.runs_answer(cache, CTX, None, str(tmp_path))["logdir_problem"] is None
+    missing = route_answers.runs_answer(cache, CTX, None, str(tmp_path / "typo"))["logdir_problem"]
+    assert (
+        missing
+        == f"The logdir {tmp_path / 'typo'} does not exist: TensorBoard was started with --logdir pointing at it."
+    )
+    assert route_answers.runs_answer(cache, CTX, None, "gs://bucket/logs")["logdir_problem"] is None  # not checked

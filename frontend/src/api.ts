@@ -219,11 +219,18 @@ export function numsOrNull(v: unknown): (number | null)[] {
   return arr(v).map(num);
 }
 
-export async function fetchRuns(): Promise<RunSummary[]> {
+export interface RunsAnswer {
+  runs: RunSummary[];
+  /** Why a local logdir shows nothing (it does not exist), as the server says it; else null. */
+  logdirProblem: string | null;
+}
+
+export async function fetchRuns(): Promise<RunsAnswer> {
   const body = obj(await getJson("runs"));
-  return arr(body["runs"])
+  const runs = arr(body["runs"])
     .map((r) => parseRun(obj(r)))
     .filter((r) => r.run !== "");
+  return { runs, logdirProblem: strOrNull(body["logdir_problem"]) };
 }
 
 export async function fetchFindings(run: string): Promise<RunFindings> {

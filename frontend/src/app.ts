@@ -13,6 +13,7 @@ import { followTheme } from "./theme";
 
 export class App {
   private runs: RunSummary[] = [];
+  private logdirProblem: string | null = null;
   private loaded = false;
   private selected: string | null = stored(STORE_SELECTED);
   private readonly runList = new RunList((run) => void this.select(run));
@@ -71,10 +72,11 @@ export class App {
   /** One poll: reload the runs, then the selected run's view if it changed (or `force`). */
   private async refresh(force: boolean): Promise<boolean> {
     try {
-      const runs = await fetchRuns();
+      const { runs, logdirProblem } = await fetchRuns();
       this.banner.hidden = true;
       this.banner.textContent = "";
       this.runs = runs;
+      this.logdirProblem = logdirProblem;
       this.loaded = true;
       this.updated.textContent = "updated " + new Date().toLocaleTimeString();
       this.showRuns();
@@ -104,7 +106,12 @@ export class App {
     if (runs.length === 0) {
       this.layout.hidden = true;
       this.runView.reset();
-      if (!this.root.querySelector(".th-empty-page")) this.root.appendChild(noRunsPage());
+      const shown = this.root.querySelector(".th-empty-page");
+      const kind = this.logdirProblem ? "no-logdir" : "no-runs";
+      if (shown?.getAttribute("data-kind") !== kind) {
+        shown?.remove();
+        this.root.appendChild(noRunsPage(this.logdirProblem));
+      }
       return;
     }
     this.layout.hidden = false;

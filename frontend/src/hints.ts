@@ -9,8 +9,17 @@ function snippet(): HTMLElement {
   return codeBlock(SNIPPET, "Copy the HealthCallback snippet");
 }
 
-/** Shown instead of the runs list and run view when the logdir has no runs. */
-export function noRunsPage(): HTMLElement {
+/** Shown instead of the runs list and run view when the logdir has no runs; `problem`: why a
+ * logdir shows nothing at all (it does not exist), said instead of "no runs yet". */
+export function noRunsPage(problem: string | null = null): HTMLElement {
+  if (problem) {
+    return h("section", { class: "th-empty-page th-empty", testid: "empty-state", data: { kind: "no-logdir" } }, [
+      h("h2", { text: "The logdir does not exist" }),
+      h("p", { text: problem }),
+      h("p", { text: "Start TensorBoard on the folder your HealthCallback(log_dir=...) writes under, e.g.:" }),
+      h("pre", { class: "th-code" }, [h("code", { text: "tensorboard --logdir logs" })]),
+    ]);
+  }
   return h("section", { class: "th-empty-page th-empty", testid: "empty-state", data: { kind: "no-runs" } }, [
     h("h2", { text: "No training runs yet" }),
     h("p", {

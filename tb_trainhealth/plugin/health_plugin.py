@@ -117,7 +117,7 @@ class HealthPlugin(base_plugin.TBPlugin):
     def _runs(self, request) -> dict[str, Any]:
         """/runs: no parameters; every run of the experiment, worst first."""
         _check_params(request, allowed=())
-        return route_answers.runs_answer(self._cache(request), _ctx(request), self._files)
+        return route_answers.runs_answer(self._cache(request), _ctx(request), self._files, self._logdir)
 
     def _findings(self, request) -> dict[str, Any]:
         """/findings?run=: one run's page."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.read import event_files
 from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
+from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.signals import RunSignals, Series
 
 MIN_POINTS = 2
@@ -46,15 +48,26 @@ def file_problems(files: event_files.BackgroundChecker | None, names: set[str]) 
 
 
 def runs_answer(
-    cache: DiagnosisCache, ctx: tb_context.RequestContext, files: event_files.BackgroundChecker | None
+    cache: DiagnosisCache,
+    ctx: tb_context.RequestContext,
+    files: event_files.BackgroundChecker | None,
+    logdir: str = "",
 ) -> dict[str, Any]:
     """Every run's summary (LIST_KEYS of its report), worst first; runs still being diagnosed come
     last as "pending", and runs TensorBoard does not list at all (nothing in them readable) come
-    with their file errors."""
+    with their file errors. `logdir_problem`: why a local --logdir shows nothing (it does not exist,
+    or is not a folder), else null: "no runs" would send the user looking for a bug in training."""
     diagnoses, pending = cache.all(ctx)
     problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
     reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
-    return {"runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)]}
+    return {"runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)], "logdir_problem": _missing(logdir)}
+
+
+def _missing(logdir: str) -> str | None:
+    if not logdir or not is_local(logdir) or os.path.isdir(logdir):
+        return None
+    what = "is a file, not a folder" if os.path.exists(logdir) else "does not exist"
+    return f"The logdir {logdir} {what}: TensorBoard was started with --logdir pointing at it."
 
 
 def findings_answer(
