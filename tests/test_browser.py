@@ -350,18 +350,19 @@ def test_a_run_whose_files_cannot_be_read_is_listed_with_its_error(page):
     assert "unreadable" in frame.locator(".th-summary").inner_text()
 
 
-def test_a_logdir_that_does_not_exist_is_said_not_no_runs(tmp_path):
+def test_a_logdir_that_does_not_exist_is_said_not_no_runs(page, tmp_path):
     """TensorBoard started on a mistyped --logdir: the tab says the folder does not exist (issue 47),
-    not "no training runs yet", which would send the user looking for a bug in training."""
+    not "no training runs yet", which would send the user looking for a bug in training. (A second
+    page of the module's browser: one Playwright per process.)"""
     missing = str(tmp_path / "no_such_logdir")
     with running_tensorboard(missing, load_fast=False) as url:
         assert "does not exist" in get_json(url + "/data/plugin/trainhealth/runs")["logdir_problem"]
-        with playwright_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page()
-            page.goto(url + "/#trainhealth")
-            empty = page.frame_locator("iframe").first.locator("[data-testid=empty-state]")
+        other = page.context.new_page()
+        try:
+            other.goto(url + "/#trainhealth")
+            empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
             empty.wait_for(timeout=30_000)
             assert empty.get_attribute("data-kind") == "no-logdir"
             assert f"The logdir {missing} does not exist" in empty.inner_text()
-            browser.close()
+        finally:
+            other.close()
