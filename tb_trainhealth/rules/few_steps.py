@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import ADD_EARLY_STOPPING, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, Finding, Fix
 from tb_trainhealth.rules.run_setup import optimizer_steps
-from tb_trainhealth.rules.still_falling import share_per_epoch
+from tb_trainhealth.rules.still_falling import share_per_epoch, undertrained_warning
 from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.yardstick import yardstick
@@ -66,18 +66,17 @@ def _far_too_few_steps(run: RunSignals, steps: int, train: Series) -> list[Findi
         return []
     step = int(train.steps[-1])
     return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
+        undertrained_warning(
+            run,
+            step,
             title=f"Only {steps} optimizer steps in all: the model has barely started training",
             detail=(
                 f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}), too few to judge any "
                 f"trend and far too few to train a model: its best loss is still {1 - gain:.0%} of what a constant "
                 "prediction scores."
             ),
-            evidence=Evidence((sig.EPOCH_LOSS,), None, step),
             fixes=(MORE_STEPS_FIX,),
+            series=(sig.EPOCH_LOSS,),
         )
     ]
 
@@ -100,17 +99,15 @@ def too_few_steps(run: RunSignals, train: Series, val: Series | None) -> list[Fi
     if batch > 64:
         fixes.insert(0, Fix("Use a smaller batch: more (noisier) steps per epoch.", "model.fit(..., batch_size=32)"))
     return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
+        undertrained_warning(
+            run,
+            step,
             title=f"Only {steps} optimizer steps in all, and the loss was still falling at every epoch",
             detail=(
                 f"The whole run took {steps} optimizer steps ({_few_steps_reason(run, steps)}). Training and validation "
                 f"loss still fell steadily at the end, each of the last epochs delivering {share:.0%} of all the "
                 "improvement so far: the model stopped long before it could have."
             ),
-            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
             fixes=tuple(fixes),
         )
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.series_math import finite_part, rank_correlation
-from tb_trainhealth.signals import Series
+from tb_trainhealth.signals import RunSignals, Series
 
 MIN_EPOCHS = 4
 # The judged stretch: the last TAIL_FRACTION of the epochs, at least TAIL_EPOCHS.
@@ -36,3 +38,19 @@ def share_per_epoch(series: Series, min_relative_drop: float = MIN_RELATIVE_DROP
     if gained <= 0 or per_epoch <= 0 or per_epoch < min_relative_drop * float(values[-1]):
         return None  # (a loss at its noise floor wobbles by shares of a tiny improvement)
     return per_epoch / gained
+
+
+def undertrained_warning(
+    run: RunSignals, step: int, title: str, detail: str, fixes: tuple[Fix, ...], series: tuple[str, ...] = ()
+) -> Finding:
+    """An `undertrained` warning at `step`, its evidence the epoch losses the run has (or `series`)."""
+    shown = series or tuple(s for s in (sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS) if run.get(s) is not None)
+    return Finding(
+        code="undertrained",
+        severity=Severity.WARNING,
+        step=step,
+        title=title,
+        detail=detail,
+        evidence=Evidence(shown, None, step),
+        fixes=fixes,
+    )

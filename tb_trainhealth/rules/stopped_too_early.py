@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import Finding, Fix
 from tb_trainhealth.rules.run_setup import EarlyStoppingSetup, early_stopping
-from tb_trainhealth.rules.still_falling import MIN_RELATIVE_DROP
+from tb_trainhealth.rules.still_falling import MIN_RELATIVE_DROP, undertrained_warning
 from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -89,17 +88,15 @@ def early_stopping_too_eager(run: RunSignals, train: Series, val: Series | None)
         )
     step = int(val.steps[-1])
     return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
+        undertrained_warning(
+            run,
+            step,
             title=f"EarlyStopping ({which}) stopped the run while validation loss was still improving",
             detail=(
                 f"EarlyStopping ended training at {epochs}, yet over its last {ES_TAIL_EPOCHS} epochs the validation "
                 f"loss still fell by {gain:.3g} per epoch ({share:.0%} of all its improvement so far, per epoch). "
                 + why
             ),
-            evidence=Evidence((sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS), None, step),
             fixes=(fix,),
         )
     ]

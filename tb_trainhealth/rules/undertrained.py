@@ -46,6 +46,7 @@ from tb_trainhealth.rules.still_falling import (
     MIN_RELATIVE_DROP,
     TAIL_EPOCHS,
     share_per_epoch,
+    undertrained_warning,
 )
 from tb_trainhealth.rules.stopped_too_early import early_stopping_too_eager
 from tb_trainhealth.series_math import finite_part, rank_correlation
@@ -182,18 +183,14 @@ def _learning_too_slowly(run: RunSignals, train: Series, val: Series) -> list[Fi
     cause, fix = frozen
     step = int(val.steps[-1])
     return [
-        Finding(
-            code="undertrained",
-            severity=Severity.WARNING,
-            step=step,
+        undertrained_warning(
+            run,
+            step,
             title=f"Learning far too slowly: {cause.split(':')[0]}",
             detail=(
                 f"Both losses fell every epoch, and still fell {val_drop:.1%} (validation) and {train_drop:.1%} "
                 f"(training) in the last one: the model is learning, at a crawl. Why: {cause}. At this pace "
                 "more epochs cost far more than a step size that moves the weights."
-            ),
-            evidence=Evidence(
-                tuple(s for s in (sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS) if run.get(s) is not None), None, step
             ),
             fixes=(fix, LR_FIX_SCHEDULE),
         )
