@@ -9,6 +9,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NonfiniteEvent
+from tb_trainhealth.contract.vocab import NonfiniteWhere
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules import EXPLAINS, RULES, RuleSpec
 from tb_trainhealth.rules.common_fixes import fit_to_run, one_learning_rate_direction
@@ -81,7 +82,7 @@ def one_per_layer(findings: list[Finding]) -> list[Finding]:
 
 def training_died_at(run: RunSignals) -> int | None:
     """First step whose loss or weights were non-finite, if any."""
-    steps = [e.step for e in run.events_of(NonfiniteEvent) if e.where in ("loss", "weights")]
+    steps = [e.step for e in run.events_of(NonfiniteEvent) if e.where in (NonfiniteWhere.LOSS, NonfiniteWhere.WEIGHTS)]
     for name in sig.TRAINING_LOSSES:
         series = run.get(name)
         if series is not None and not np.isfinite(series.values).all():

@@ -32,7 +32,7 @@ from tb_trainhealth.contract.events import (
 )
 from tb_trainhealth.contract.events import Frame as StackFrame
 from tb_trainhealth.contract.run_info import InputSource, LayerInfo, RunInfo
-from tb_trainhealth.contract.vocab import LintCheck, LossKind, PipelineCheck
+from tb_trainhealth.contract.vocab import FitStop, LintCheck, LossKind, NanOriginWhere, NonfiniteWhere, PipelineCheck
 
 EXAMPLES = [
     NonfiniteEvent(38, "gradients", layers=("dense",), count=12.0, replicas=(1,)),
@@ -155,6 +155,17 @@ def test_events_of_a_newer_writer_are_skipped_quietly_and_malformed_ones_counted
     record = [{"kind": "from_a_newer_writer", "step": 3}, {"kind": "oom", "step": -2}, {"kind": "oom", "step": 4}]
     events = _parse_events([record, record], errors)  # written twice: counted once
     assert events == [OomEvent(4)] and errors == ["1 unreadable tb-trainhealth event(s) ignored"]
+
+
+def test_a_place_a_newer_writer_names_reads_as_unknown_and_keeps_its_event():
+    nonfinite = parse_event({"kind": "nonfinite", "step": 9, "where": "optimizer_state", "layers": ["d"]})
+    origin = parse_event({"kind": "nan_origin", "step": 9, "where": "a_new_place"})
+    assert (nonfinite.where, nonfinite.layers) == (NonfiniteWhere.UNKNOWN, ("d",))
+    assert origin.where is NanOriginWhere.UNKNOWN and not origin.where.in_batch
+    assert parse_event({"kind": "nan_origin", "step": 9, "where": "labels"}).where.in_batch
+    # An optional word this reader does not know costs that field, not the event.
+    assert parse_event({"kind": "preflight", "step": 0, "fit_stopped": "a_new_reason"}).fit_stopped is None
+    assert parse_event({"kind": "preflight", "step": 0, "fit_stopped": "stalled"}).fit_stopped is FitStop.STALLED
 
 
 def test_fields_at_their_default_are_not_written():

@@ -12,7 +12,15 @@ import dataclasses
 from typing import Any, ClassVar
 
 from tb_trainhealth.contract import payload
-from tb_trainhealth.contract.vocab import LintCheck, LossKind, Name, PipelineCheck
+from tb_trainhealth.contract.vocab import (
+    FitStop,
+    LintCheck,
+    LossKind,
+    Name,
+    NanOriginWhere,
+    NonfiniteWhere,
+    PipelineCheck,
+)
 
 
 class EventKind(Name):
@@ -61,7 +69,7 @@ class NonfiniteEvent(Event):
     kind: ClassVar[EventKind] = EventKind.NONFINITE
     urgent: ClassVar[bool] = True
 
-    where: str  # "loss", "gradients" or "weights"
+    where: NonfiniteWhere
     layers: tuple[str, ...] = ()  # the layers hit at that step
     count: float | None = None  # layers with non-finite gradients (where == "gradients")
     replicas: tuple[int, ...] = ()  # replicas whose own gradients were non-finite, before the all-reduce
@@ -73,7 +81,7 @@ class NanOriginEvent(Event):
 
     kind: ClassVar[EventKind] = EventKind.NAN_ORIGIN
 
-    where: str  # "input", "labels", "weights", "forward", "loss" or "unknown"
+    where: NanOriginWhere
     layer: str | None = None
     op: str | None = None
     message: str | None = None  # TensorFlow's check_numerics message
@@ -339,7 +347,7 @@ class PreflightEvent(Event):
     fit_max_loss: float | None = None
     fit_reference: float | None = None
     fit_target: float | None = None
-    fit_stopped: str | None = None  # "reached", "stalled", "steps", "time", "nonfinite"
+    fit_stopped: FitStop | None = None
     # The same fit with every input zeroed (run only when the real fit did not prove input use).
     zeroed_start_loss: float | None = None
     zeroed_end_loss: float | None = None

@@ -138,9 +138,15 @@ def _coercer(hint: Any) -> Callable[[Any], Any]:
 
         def member(value: Any) -> Any:
             try:
-                return members.get(value, _MISSING)
+                known = members.get(value, _MISSING)
             except TypeError:  # not hashable (a list, a dict)
                 return _MISSING
+            if known is _MISSING and isinstance(value, str):
+                try:  # a value this reader does not know: the enum's `_missing_` (if any) says what it is
+                    return hint(value)
+                except ValueError:
+                    return _MISSING
+            return known
 
         return member
     if dataclasses.is_dataclass(hint):

@@ -42,6 +42,49 @@ _STATUS_RANK = {
 JUDGED_STATUSES = (RunStatus.CRITICAL, RunStatus.WARNING, RunStatus.OK)
 
 
+class NonfiniteWhere(Name):
+    """Where a step first held NaN/Inf (`NonfiniteEvent.where`): one event per place."""
+
+    LOSS = "loss"
+    GRADIENTS = "gradients"
+    WEIGHTS = "weights"
+    UNKNOWN = "unknown"  # a place a newer writer names: read, not dropped
+
+    @classmethod
+    def _missing_(cls, value: object) -> NonfiniteWhere:
+        return cls.UNKNOWN
+
+
+class NanOriginWhere(Name):
+    """Where replaying the first NaN's batch found it came from (`NanOriginEvent.where`)."""
+
+    INPUT = "input"
+    LABELS = "labels"
+    WEIGHTS = "weights"
+    FORWARD = "forward"  # a layer's output, with the layer and op
+    LOSS = "loss"
+    UNKNOWN = "unknown"  # the replay found no NaN (or a place a newer writer names)
+
+    @classmethod
+    def _missing_(cls, value: object) -> NanOriginWhere:
+        return cls.UNKNOWN
+
+    @property
+    def in_batch(self) -> bool:
+        """The data itself held the NaN: no setting of the model made it."""
+        return self in (NanOriginWhere.INPUT, NanOriginWhere.LABELS)
+
+
+class FitStop(Name):
+    """Why preflight's fit of one batch stopped (`LintEvent.fit_stopped`)."""
+
+    REACHED = "reached"  # the loss got to the target
+    STALLED = "stalled"  # it stopped falling
+    STEPS = "steps"  # the step budget ran out
+    TIME = "time"  # the time budget ran out
+    NONFINITE = "nonfinite"  # the loss became NaN/Inf
+
+
 class LintCheck(Name):
     """Train-start checks of the model and the first batches (`lint` events)."""
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
+from tb_trainhealth.contract.vocab import FitStop
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import fact
@@ -138,7 +139,7 @@ def _symmetric(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
 def _preflight_note(run: RunSignals) -> str:
     """The preflight measures the same initial weights: say when its small-batch fit failed too."""
     for event in run.events_of(PreflightEvent):
-        failed = event.fit_stopped == "nonfinite" or (
+        failed = event.fit_stopped == FitStop.NONFINITE or (
             event.fit_end_loss is not None and event.fit_target is not None and event.fit_end_loss > event.fit_target
         )
         if failed:

@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
+from tb_trainhealth.contract.vocab import NanOriginWhere
 from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
@@ -100,11 +101,11 @@ def _describe_origin(origin: NanOriginEvent) -> tuple[str, str | None, tuple[Fix
     where, op, layer, position = origin.where, origin.op, origin.layer, origin.position
     at = f" (first at batch row {position[0]}, index {list(position[1:])})" if position else ""
     count = origin.count
-    if where == "input":
+    if where == NanOriginWhere.INPUT:
         return f"The batch itself holds {count} NaN/Inf input value(s){at}.", None, (FIXES[1],)
-    if where == "labels":
+    if where == NanOriginWhere.LABELS:
         return f"The batch itself holds {count} NaN/Inf label(s){at}.", None, (FIXES[1],)
-    if where == "forward":
+    if where == NanOriginWhere.FORWARD:
         op_text = f", op {op}" if op else ""
         return (
             f"Replaying the batch on the weights before the update, the first non-finite output is in layer "
@@ -134,11 +135,11 @@ def _origin_title(origin: NanOriginEvent | None) -> str:
     if origin is None:
         return ""
     op = f" ({origin.op})" if origin.op else ""
-    if origin.where in ("input", "labels"):
+    if origin.where.in_batch:
         return f": the {origin.where} batch holds NaN/Inf"
-    if origin.where == "forward" and origin.layer:
+    if origin.where == NanOriginWhere.FORWARD and origin.layer:
         return f": starts in layer {origin.layer}" + op
-    if origin.where == "loss":
+    if origin.where == NanOriginWhere.LOSS:
         return ": starts in the loss" + op
     return ""
 
@@ -314,7 +315,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         detail += " " + sentence if sentence else ""
         if origin.message:
             detail += f" check_numerics: {origin.message}"
-    exploded = None if origin is not None and origin.where in ("input", "labels") else _exploded_before(run, onset)
+    exploded = None if origin is not None and origin.where.in_batch else _exploded_before(run, onset)
     rate = rate_blew_it_up(run, onset) if exploded is not None else None
     if exploded is not None:  # the cause before the symptom: clipping first
         cause, _, grew_first = exploded
@@ -327,7 +328,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             f"the first {onset - run.info.start_step} updates blew the loss up by orders of magnitude. " + detail
         )
         first = (LR_FIX_LOWER, CLIP_FIX)
-    if origin is not None and origin.where in ("input", "labels"):
+    if origin is not None and origin.where.in_batch:
         fixes = (FIXES[1], FIXES[4])  # the data is the cause: the model's settings are not
     elif first:
         fixes = first + tuple(f for f in FIXES if f not in first)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.preflight import loss_is_regression
-from tb_trainhealth.contract.vocab import LintCheck
+from tb_trainhealth.contract.vocab import FitStop, LintCheck
 from tb_trainhealth.findings import LOWER_RATE, RAISE_RATE, Finding, Fix, Severity
 from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
 from tb_trainhealth.rules.preflight import latest_preflight, preflight_evidence
@@ -167,7 +167,7 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
     if init is not None:
         return init, INIT_FIX
     rate, optimizer = event.learning_rate, "Adam"
-    diverged = event.fit_stopped == "nonfinite" or (
+    diverged = event.fit_stopped == FitStop.NONFINITE or (
         event.fit_max_loss is not None
         and event.fit_start_loss is not None
         and event.fit_max_loss > 2 * event.fit_start_loss
@@ -175,7 +175,7 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
     if diverged or (rate is not None and rate >= HIGH_LEARNING_RATE):
         return (
             f"a learning rate too high{f' ({rate:.3g})' if rate is not None else ''}: the loss "
-            + ("became NaN/Inf" if event.fit_stopped == "nonfinite" else "rose while training"),
+            + ("became NaN/Inf" if event.fit_stopped == FitStop.NONFINITE else "rose while training"),
             Fix(
                 "Lower the learning rate 10-100x.",
                 f"optimizer = keras.optimizers.{optimizer}(learning_rate={(rate or 1e-2) / 30:.1g})",
@@ -214,9 +214,9 @@ def check_cannot_fit_small_batch(run: RunSignals) -> list[Finding]:
     event = latest_preflight(run)
     if event is None or event.fit_end_loss is None or event.fit_start_loss is None or event.fit_steps is None:
         return []
-    if event.fit_stopped not in ("stalled", "steps", "nonfinite"):
+    if event.fit_stopped not in (FitStop.STALLED, FitStop.STEPS, FitStop.NONFINITE):
         return []  # reached its target, or cut short by the time budget while still learning
-    nonfinite = event.fit_stopped == "nonfinite"
+    nonfinite = event.fit_stopped == FitStop.NONFINITE
     if not nonfinite and event.fit_steps < MIN_JUDGED_STEPS:
         return []
     samples = event.fit_samples or event.samples

@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras, keras_of, tensor_of
+from tb_trainhealth.contract.vocab import NanOriginWhere
 
 MAX_MESSAGE_CHARS = 600
 _OP_TYPE = re.compile(r'op "([A-Za-z0-9_]+)"')
@@ -117,7 +118,7 @@ def _nonfinite_weights(model: keras.Model) -> list[str]:
 def batch_origin(model: keras.Model, data: Any) -> dict[str, Any] | None:
     """NaN/Inf in the batch itself (inputs, then labels), with the first position; else None."""
     x, y, _ = keras_of(model).utils.unpack_x_y_sample_weight(data)
-    for where, value in (("input", x), ("labels", y)):
+    for where, value in ((NanOriginWhere.INPUT, x), (NanOriginWhere.LABELS, y)):
         count = _nonfinite_count(value)
         if count:
             return {"where": where, "count": count, "position": _first_position(value)}
@@ -130,11 +131,11 @@ def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
         return in_batch
     layers = _nonfinite_weights(model)
     if layers:
-        return {"where": "weights", "layers": layers}
+        return {"where": NanOriginWhere.WEIGHTS, "layers": layers}
     x, y, sample_weight = keras_of(model).utils.unpack_x_y_sample_weight(data)
     layer = _first_bad_layer(model, x)
     if layer is not None:
-        return {"where": "forward", **layer}
+        return {"where": NanOriginWhere.FORWARD, **layer}
 
     def loss():
         y_pred = model(x, training=True)
@@ -144,8 +145,8 @@ def _localize(model: keras.Model, data: Any) -> dict[str, Any]:
 
     if _nonfinite_count(loss()):
         op, message = _op_of(loss)
-        return {"where": "loss", "op": op, "message": message}
-    return {"where": "unknown"}
+        return {"where": NanOriginWhere.LOSS, "op": op, "message": message}
+    return {"where": NanOriginWhere.UNKNOWN}
 
 
 def finite_scalar(value: tf.Tensor) -> tf.Tensor:

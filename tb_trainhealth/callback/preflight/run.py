@@ -36,7 +36,7 @@ from tb_trainhealth.contract.preflight import (
     loss_is_regression,
 )
 from tb_trainhealth.contract.run_info import RunInfo
-from tb_trainhealth.contract.vocab import LintCheck
+from tb_trainhealth.contract.vocab import FitStop, LintCheck
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.signals import RunSignals
 
@@ -237,9 +237,9 @@ def _fit_and_control(
         "fit_target": finite_or_none(target),
         "fit_stopped": fit.stopped,
     }
-    if fit.stopped == "time":
+    if fit.stopped == FitStop.TIME:
         skipped.append("small-batch fit verdict: max_seconds ran out while the loss was still falling")
-    if not useful or fit.stopped == "nonfinite" or fit.end_loss - floor <= INPUT_USE_PROVEN * (reference - floor):
+    if not useful or fit.stopped == FitStop.NONFINITE or fit.end_loss - floor <= INPUT_USE_PROVEN * (reference - floor):
         return found  # input use proven, or nothing to compare against (no baseline, NaN)
     if time.perf_counter() >= deadline:
         skipped.append("input check: the time budget ran out")

@@ -18,6 +18,7 @@ import keras
 
 from tb_trainhealth.callback.preflight.batch import Batch
 from tb_trainhealth.contract.preflight import MAX_FIT_STEPS, STALL_SHARE, STALL_WINDOW
+from tb_trainhealth.contract.vocab import FitStop
 
 # Look at the inference-mode loss every this many steps (the training-mode loss comes with every step).
 EVAL_EVERY = 10
@@ -30,7 +31,7 @@ class FitResult:
     max_loss: float
     steps: int
     seconds: float
-    stopped: str  # "reached", "stalled", "steps", "time", "nonfinite"
+    stopped: FitStop
 
 
 def inference_loss(model: keras.Model, batch: Batch) -> float:
@@ -53,11 +54,11 @@ def overfit(
     ("stalled", see STALL_WINDOW; never with floor=None), `max_steps` ("steps") or the deadline ("time")."""
     began = time.perf_counter()
     start = inference_loss(model, batch)
-    best, highest, steps, stopped = start, start, 0, "steps"
+    best, highest, steps, stopped = start, start, 0, FitStop.STEPS
     window_best = start  # the best loss STALL_WINDOW steps ago
     while steps < max_steps:
         if time.perf_counter() >= deadline:
-            stopped = "time"
+            stopped = FitStop.TIME
             break
         with warnings.catch_warnings():  # ("Gradients do not exist for variables": no_gradient's to say)
             warnings.simplefilter("ignore", UserWarning)
@@ -65,18 +66,18 @@ def overfit(
         steps += 1
         train_loss = float(logs["loss"])
         if not math.isfinite(train_loss):
-            highest, stopped = math.inf, "nonfinite"
+            highest, stopped = math.inf, FitStop.NONFINITE
             break
         highest = max(highest, train_loss)
         best = min(best, train_loss)
         if steps % EVAL_EVERY == 0 or best <= target:
             best = min(best, inference_loss(model, batch))
         if best <= target:
-            stopped = "reached"
+            stopped = FitStop.REACHED
             break
         if floor is not None and steps % STALL_WINDOW == 0:
             if math.isfinite(window_best) and window_best - best < STALL_SHARE * (window_best - floor):
-                stopped = "stalled"
+                stopped = FitStop.STALLED
                 break
             window_best = best
     return FitResult(start, best, highest, steps, time.perf_counter() - began, stopped)

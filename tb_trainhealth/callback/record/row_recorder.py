@@ -24,6 +24,7 @@ from tb_trainhealth.callback.step.step_probe import StepProbe
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.contract.payload import parse
+from tb_trainhealth.contract.vocab import NonfiniteWhere
 
 
 class RowRecorder:
@@ -73,26 +74,30 @@ class RowRecorder:
         names = probe.layout.names
         nonfinite_layers = rows.layer_grad_nonfinite > 0
         hits = {
-            "loss": ~np.isfinite(rows.column(COL_LOSS)) if probe.loss_captured else None,
-            "gradients": ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
-            "weights": ~np.isfinite(rows.layer_weight_norm).all(axis=1),
+            NonfiniteWhere.LOSS: ~np.isfinite(rows.column(COL_LOSS)) if probe.loss_captured else None,
+            NonfiniteWhere.GRADIENTS: ~np.isfinite(rows.column(COL_GRAD_NORM)) | nonfinite_layers.any(axis=1),
+            NonfiniteWhere.WEIGHTS: ~np.isfinite(rows.layer_weight_norm).all(axis=1),
         }
         for where, bad in hits.items():
             if bad is None or not bad.any() or where in self._nonfinite_seen:
                 continue
             self._nonfinite_seen.add(where)
             index = int(np.argmax(bad))
-            layers = ~np.isfinite(rows.layer_weight_norm[index]) if where == "weights" else nonfinite_layers[index]
+            layers = (
+                ~np.isfinite(rows.layer_weight_norm[index])
+                if where == NonfiniteWhere.WEIGHTS
+                else nonfinite_layers[index]
+            )
             replicas = ()
             mask = int(rows.column(COL_NONFINITE_REPLICAS)[index])
-            if where == "gradients" and mask:
+            if where == NonfiniteWhere.GRADIENTS and mask:
                 replicas = tuple(r for r in range(probe.replicas) if mask >> r & 1)
             self._recording.event(
                 NonfiniteEvent(
                     step=int(rows.steps[index]),
                     where=where,
                     layers=tuple(names[i] for i in np.flatnonzero(layers)),
-                    count=float(rows.layer_grad_nonfinite[index].sum()) if where == "gradients" else None,
+                    count=float(rows.layer_grad_nonfinite[index].sum()) if where == NonfiniteWhere.GRADIENTS else None,
                     replicas=replicas,
                 )
             )
