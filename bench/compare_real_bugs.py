@@ -251,6 +251,14 @@ def report(results: list[dict[str, Any]], verbose: bool) -> None:
         + (f" ({', '.join(r['case'].name for r in alarms)})" if alarms else "")
         + "  [target: 0]"
     )
+    moved = sum(bool(r["bug"].signal_changes) for r in verified)
+    twin_moved = [r for r in results if r["twin"].signal_changes]
+    print(
+        f"health signals moved (compare.signal_changes): buggy {moved} of {len(verified)}, seed twins "
+        f"{len(twin_moved)} of {len(results)}"
+        + (f" ({', '.join(r['case'].name for r in twin_moved)})" if twin_moved else "")
+        + "  [twins target: 0]"
+    )
 
 
 def _median(values: list[float]) -> float:

@@ -35,7 +35,8 @@ exit status (compare RUN BASELINE):
 --json prints {"run", "baseline", "verdict": "worse"|"same"|"better"|"unknown", "why",
 "changes": [{"setting", "baseline", "run"}] (most likely culprit first), "parted_at_step",
 "metrics": [{"name", "baseline", "run"}] (final, and best_<name>), "findings": [...as diagnose],
-"deciding_metric": the metric the verdict was judged on, or null}.
+"deciding_metric": the metric the verdict was judged on, or null, "signal_changes": [{"signal",
+"layer", "baseline", "run"}] (health signals that moved beyond what seeds move them, largest first)}.
 
 compare LOGDIR --baseline RUN|best: every run under LOGDIR against RUN (a run name as diagnose
 names it, or a run directory; RUN itself is not compared), or each against the best earlier run of
@@ -217,6 +218,9 @@ def render(comparison: Comparison) -> str:
             lines.append(f"    (+{len(comparison.changes) - MAX_CHANGES} more: --json)")
     else:
         lines.append("  no recorded setting differs")
+    if comparison.signal_changes:
+        lines.append("  health signals that moved beyond what seeds move them:")
+        lines += [f"    {change.text()}" for change in comparison.signal_changes[:MAX_CHANGES]]
     for finding in comparison.findings:
         lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
         lines += textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      ")

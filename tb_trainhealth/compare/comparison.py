@@ -16,6 +16,7 @@ from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metri
 from tb_trainhealth.compare.noise import DRAWS, LOSS_NOISE, SEEDS, Judgement, Verdict, judge, judge_gains
 from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
+from tb_trainhealth.compare.signal_changes import SignalChange, signal_changes
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
@@ -59,6 +60,9 @@ class Comparison:
     metrics: list[MetricPair]
     findings: list[Finding]
     deciding: str | None = None  # the metric the verdict was judged on ("val_accuracy"), where one was
+    # What the health signals say changed beyond what seeds change (largest first): names a change
+    # the settings cannot see.
+    signal_changes: list[SignalChange] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +75,7 @@ class Comparison:
             "metrics": [entry for pair in self.metrics for entry in pair.to_dicts()],
             "findings": [finding.to_dict() for finding in self.findings],
             "deciding_metric": self.deciding,
+            "signal_changes": [change.to_dict() for change in self.signal_changes],
         }
 
     @classmethod
@@ -90,6 +95,7 @@ def compare(
     `baseline_damage`: what is wrong with the baseline's event files, where known: it is judged on
     what was read, and the verdict says so."""
     changes = changed_settings(run.settings, baseline.settings, run.info, baseline.info)
+    signals = signal_changes(run, baseline)
     metrics = shared_metrics(run, baseline)
     # The callback's own comparison at the end of fit: this one decides, and says so where they differ.
     recorded = next((f for f in run_findings if f.code == CODE), None)
@@ -98,7 +104,9 @@ def compare(
     unusable = _unusable(run, baseline, metrics, bool(baseline_damage))
     if unusable is not None:
         why = unusable + damaged + _earlier_verdict(recorded, Verdict.UNKNOWN)
-        return Comparison(run.run, baseline.run, Verdict.UNKNOWN, why, changes, None, metrics, run_findings)
+        return Comparison(
+            run.run, baseline.run, Verdict.UNKNOWN, why, changes, None, metrics, run_findings, signal_changes=signals
+        )
     judgement = _judged(run, baseline, metrics, changes, run_findings, baseline_findings)
     judgement = dataclasses.replace(
         judgement, why=judgement.why + damaged + _earlier_verdict(recorded, judgement.verdict)
@@ -110,11 +118,23 @@ def compare(
     ranked = culprit.ranked(changes, evidence)
     findings = list(run_findings)
     if judgement.verdict is Verdict.WORSE:
-        findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence))
+        findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence, signals))
     deciding = judgement.metric.name if judgement.metric is not None else None
     return Comparison(
-        run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding
+        run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding, signals
     )
+
+
+def _signals_text(signals: list[SignalChange], lead: bool) -> str:
+    """The health signals that moved, as a sentence: where no setting changed, the only name the
+    change has."""
+    if not signals:
+        return ""
+    said = "; ".join(change.text() for change in signals[:NAMED_CULPRITS])
+    more = f" (+{len(signals) - NAMED_CULPRITS} more)" if len(signals) > NAMED_CULPRITS else ""
+    if lead:
+        return f" The health signals show where: {said}{more}."
+    return f" The health signals moved beyond what seeds move them: {said}{more}."
 
 
 def _earlier_verdict(recorded: Finding | None, verdict: Verdict) -> str:
@@ -257,6 +277,7 @@ def _worse_finding(
     ranked: list[Change],
     parted: int | None,
     evidence: culprit.Evidence,
+    signals: list[SignalChange],
 ) -> Finding:
     named = ranked[:NAMED_CULPRITS]
     if named:
@@ -272,7 +293,8 @@ def _worse_finding(
         if not ranked
         else ""
     )
-    detail = f"{judgement.why}.{where} {reasons}{others}{nothing}".replace("  ", " ").strip()
+    moved = _signals_text(signals, lead=not ranked)
+    detail = f"{judgement.why}.{where} {reasons}{others}{nothing}{moved}".replace("  ", " ").strip()
     facts = tuple(Fact(c.setting, fix_text.change_text(c).partition(": ")[2]) for c in ranked[:8])
     series = (sig.LOSS,) if run.get(sig.LOSS) is not None else (sig.EPOCH_LOSS,)
     return Finding(
