@@ -185,6 +185,43 @@ def test_a_finished_run_damaged_mid_file_is_named_and_never_called_killed(tmp_pa
     assert report.status != "critical" and report.errors[-1].endswith(problem.error)
 
 
+def test_a_run_of_several_event_files_damaged_in_one_is_named_by_that_file_and_never_called_killed(tmp_path):
+    """HealthCallback's file and Keras' train/ and validation/ files make one run: 40 bytes flipped
+    mid-file in one of them name that file and byte, the others are read in full, and the run is
+    judged on what was read (issue 47)."""
+    import keras
+    import scenarios
+
+    from tb_trainhealth import HealthCallback
+    from tb_trainhealth.cli.diagnose import diagnose_logdir
+
+    run_dir = tmp_path / "whole" / "run"
+    keras.utils.set_random_seed(0)
+    x, y = scenarios._classes(512, 10, 4, 0)
+    model = scenarios._mlp(10, 4)
+    model.compile("adam", scenarios.SPARSE_CE, metrics=["accuracy"])
+    callbacks = [HealthCallback(str(run_dir), verbose=False), keras.callbacks.TensorBoard(str(run_dir))]
+    model.fit(x, y, epochs=4, batch_size=32, validation_split=0.25, verbose=0, callbacks=callbacks)
+    later = time.time() + 60 * 60  # long after the fit: a run without its end would look killed
+    (whole,) = diagnose_logdir(str(tmp_path / "whole"), clock=lambda: later)
+    assert whole.file_problems == [] and whole.status != "critical"
+    for damaged in ("validation", "."):  # Keras' validation file, then the callback's own
+        logdir = tmp_path / f"damaged_{damaged.strip('.') or 'health'}"
+        shutil.copytree(run_dir, logdir / "run")
+        (event_file,) = [p for p in (logdir / "run" / damaged).iterdir() if p.name.startswith("events.out")]
+        data = bytearray(event_file.read_bytes())
+        middle = len(data) // 2
+        data[middle : middle + 40] = b"\xff" * 40
+        event_file.write_bytes(bytes(data))
+        (report,) = diagnose_logdir(str(logdir), clock=lambda: later)
+        (problem,) = report.file_problems
+        assert problem.file == os.path.relpath(event_file, logdir).replace(os.sep, "/")
+        assert problem.kind == "corrupt" and "at byte" in problem.error and "record(s) before it" in problem.error
+        assert "ended_abruptly" not in [f.code for f in report.findings] and report.status != "critical"
+        if damaged == "validation":  # the callback's file, whole, still says how far the run got
+            assert report.last_position == whole.last_position
+
+
 def flip(event_file, offsets) -> None:
     data = bytearray(Path(event_file).read_bytes())
     for offset in offsets:
