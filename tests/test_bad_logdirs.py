@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import shutil
@@ -10,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -220,6 +224,17 @@ def test_a_run_of_several_event_files_damaged_in_one_is_named_by_that_file_and_n
         assert "ended_abruptly" not in [f.code for f in report.findings] and report.status != "critical"
         if damaged == "validation":  # the callback's file, whole, still says how far the run got
             assert report.last_position == whole.last_position
+    # `watch` tells the same story: the damaged file as an error, and no kill.
+    from tb_trainhealth import diagnosis
+    from tb_trainhealth.cli.watch import watch_logdir
+
+    later_diagnosis = functools.partial(diagnosis.diagnose_run, clock=lambda: later)
+    with (
+        mock.patch.object(diagnosis, "diagnose_run", later_diagnosis),
+        contextlib.redirect_stdout(io.StringIO()) as out,
+    ):
+        watch_logdir(str(tmp_path / "damaged_health"), interval=0.2, timeout=0.5)
+    assert "corrupt at byte" in out.getvalue() and "ended_abruptly" not in out.getvalue(), out.getvalue()
 
 
 def flip(event_file, offsets) -> None:

@@ -17,7 +17,7 @@ from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.tracking import FindingTracker, finding_line
 
 if TYPE_CHECKING:
-    from tb_trainhealth.diagnosis import Diagnosis
+    from tb_trainhealth.report.run_report import RunReport
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -49,6 +49,7 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     from tb_trainhealth.diagnosis import diagnose_run
     from tb_trainhealth.read.logdir import followed_logdir
     from tb_trainhealth.read.reader import SignalReader
+    from tb_trainhealth.report.run_report import RunReport
 
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -63,6 +64,7 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
             while True:
                 reload()
                 groups = reader.groups()
+                problems: dict[str, list[event_files.FileProblem]] = {}
                 if checker is not None:  # only what was appended since the last look is read
                     problems = event_files.by_group(checker.check(), {g.name for g in groups})
                     for name, found in problems.items():
@@ -74,7 +76,8 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
                         fingerprints[group.name] = fingerprint
                         diagnosis = diagnose_run(reader, group)
                         recheck_at[group.name] = diagnosis.recheck_at
-                        _print_new(diagnosis, trackers[group.name], errors_seen)
+                        report = RunReport.of(diagnosis, problems.get(group.name, ()))
+                        _print_new(report, diagnosis.errors, trackers[group.name], errors_seen)
                 if deadline is not None and time.monotonic() >= deadline:
                     return EXIT_OK
                 time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
@@ -82,12 +85,14 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
         return EXIT_OK
 
 
-def _print_new(diagnosis: Diagnosis, tracker: FindingTracker, errors_seen: set[tuple[str, str]]) -> None:
-    """One line per new warning/critical finding (again when it gets worse) and error."""
-    name = diagnosis.group.name
-    for finding, before in tracker.new(diagnosis.findings):
-        print(f"{time.strftime('%H:%M:%S')} {finding_line(finding, name, before)}", flush=True)
-    _print_errors(name, diagnosis.errors, errors_seen)
+def _print_new(
+    report: RunReport, errors: list[str], tracker: FindingTracker, errors_seen: set[tuple[str, str]]
+) -> None:
+    """One line per new warning/critical finding of the run's story (as `diagnose` tells it: a run
+    whose end a damaged file hides is not killed), again when it gets worse, and per new error."""
+    for finding, before in tracker.new(report.findings):
+        print(f"{time.strftime('%H:%M:%S')} {finding_line(finding, report.run, before)}", flush=True)
+    _print_errors(report.run, errors, errors_seen)
 
 
 def _print_errors(name: str, errors: list[str], errors_seen: set[tuple[str, str]]) -> None:
