@@ -87,6 +87,31 @@ def test_a_different_architecture_is_one_change_and_old_logs_compare_their_run_i
     assert {c.setting: (c.baseline, c.run) for c in old} == {"optimizer": ("Adam", "SGD"), "learning_rate": (None, 0.1)}
 
 
+def test_layers_match_by_role_when_one_is_added_and_its_own_settings_never_lead():
+    """Another build (Keras numbered its layers on) with a BatchNormalization added: the layers around
+    it are matched by class and place, so only what changed in them is a change; the new layer's
+    settings come with the architecture change and rank behind the rest."""
+    grown = (("dense_7", "Dense"), ("batch_normalization", "BatchNormalization"), ("dropout_3", "Dropout"),
+             ("dense_8", "Dense"))  # fmt: skip
+    names = {"dense.": "dense_7.", "dropout.": "dropout_3.", "dense_1.": "dense_8."}
+    ours_values = {}
+    for key, value in SETTINGS.items():
+        prefix = next((p for p in names if key.startswith(p)), None)
+        ours_values[names[prefix] + key[len(prefix) :] if prefix else key] = value
+    ours_values.update({"dense_7.activation": "tanh", "batch_normalization.momentum": 0.99})
+    changes = changed_settings(
+        RunSettings(grown, ours_values), RunSettings(LAYERS, dict(SETTINGS)), RunInfo(), RunInfo()
+    )
+    assert {c.setting for c in changes} == {"layers", "dense_7.activation", "batch_normalization.momentum"}
+    ranked = culprit.ranked(changes, culprit.Evidence(parted_early=True))
+    assert ranked[-1].setting == "batch_normalization.momentum" and ranked[-1].layer_alone
+    shrunk = changed_settings(
+        RunSettings(LAYERS, dict(SETTINGS)), RunSettings(grown, ours_values), RunInfo(), RunInfo()
+    )
+    removed = next(c for c in shrunk if c.setting.startswith("batch_normalization"))
+    assert removed.setting == "batch_normalization (removed).momentum" and removed.run is None and removed.layer_alone
+
+
 def _pair(base: float, run: float, higher: bool = True) -> MetricPair:
     return MetricPair("val_accuracy" if higher else "val_loss", higher, base, run, base, run)
 

@@ -176,7 +176,8 @@ def ranked(changes: list[Change], evidence: Evidence) -> list[Change]:
     changed = {change.setting for change in changes}
 
     def order(change: Change) -> tuple[float, str]:
-        return (-(NO_EFFECT_PRIOR if follows(change.setting, changed) else score(change, evidence)), change.setting)
+        behind = change.layer_alone or follows(change.setting, changed)
+        return (-(NO_EFFECT_PRIOR if behind else score(change, evidence)), change.setting)
 
     return sorted(changes, key=order)
 

@@ -5,6 +5,7 @@ differently (`dense_4` in one process is `dense` in a fresh one).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from typing import Any
 
@@ -24,6 +25,8 @@ SAME_SHARE = 0.01
 LABEL_DISTRIBUTION = "label_distribution"
 # The architecture as one setting: layer classes in order.
 ARCHITECTURE = "layers"
+# Said after a baseline layer's name where the run has no layer in its place (" (removed)").
+REMOVED = " (removed)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Change:
     setting: str
     baseline: Value
     run: Value
+    layer_alone: bool = False  # a setting of a layer only one of the runs has (it comes with `layers`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"setting": self.setting, "baseline": self.baseline, "run": self.run}
@@ -42,13 +46,17 @@ def changed_settings(
     """Every setting that differs, in the run's layer names (unordered: `culprit` ranks them).
     Runs recorded before settings existed still compare what their run info holds."""
     ours, theirs = _flat(run, run_info), _flat(baseline, baseline_info)
-    theirs = _renamed_layers(theirs, baseline.layers, run.layers)
+    names = _layer_names(baseline.layers, run.layers)
+    theirs = _renamed(theirs, names)
+    # Layers only one run has: their settings come with the architecture, never on their own.
+    alone = {name for name, _ in run.layers} - set(names.values()) | {n for n in names.values() if REMOVED in n}
     if run.layers and baseline.layers:
         ours[ARCHITECTURE], theirs[ARCHITECTURE] = _architecture(run.layers), _architecture(baseline.layers)
     changes = []
     for setting in sorted(set(ours) | set(theirs)):
         if not _same(setting, theirs.get(setting), ours.get(setting)):
-            changes.append(Change(setting, theirs.get(setting), ours.get(setting)))
+            layer = setting.rpartition(".")[0]
+            changes.append(Change(setting, theirs.get(setting), ours.get(setting), layer_alone=layer in alone))
     return changes
 
 
@@ -63,16 +71,22 @@ def _architecture(layers: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(cls for _, cls in layers)
 
 
-def _renamed_layers(
-    settings: dict[str, Value], from_layers: tuple[tuple[str, str], ...], to_layers: tuple[tuple[str, str], ...]
-) -> dict[str, Value]:
-    """The baseline's layer settings under the run's layer names: by name where both runs have the
-    same names, else by position where both have the same layer classes in the same order."""
+def _layer_names(from_layers: tuple[tuple[str, str], ...], to_layers: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Each baseline layer's name in the run: by name where both runs have the same names, else by
+    role: layers of the same class in the same place of the two class sequences (aligned, so that one
+    layer added or removed does not shift the others). A baseline layer the run lacks keeps its name,
+    marked `REMOVED`, so that it never takes the name of one of the run's."""
     if [name for name, _ in from_layers] == [name for name, _ in to_layers]:
-        return settings
-    if [cls for _, cls in from_layers] != [cls for _, cls in to_layers]:
-        return settings
-    names = {old: new for (old, _), (new, _) in zip(from_layers, to_layers)}
+        return {name: name for name, _ in from_layers}
+    classes = difflib.SequenceMatcher(None, [c for _, c in from_layers], [c for _, c in to_layers], autojunk=False)
+    names = {name: f"{name}{REMOVED}" for name, _ in from_layers}
+    for block in classes.get_matching_blocks():
+        for offset in range(block.size):
+            names[from_layers[block.a + offset][0]] = to_layers[block.b + offset][0]
+    return names
+
+
+def _renamed(settings: dict[str, Value], names: dict[str, str]) -> dict[str, Value]:
     renamed = {}
     for key, value in settings.items():
         layer, dot, rest = key.rpartition(".")
