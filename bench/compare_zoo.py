@@ -212,6 +212,21 @@ def _train_job(job: tuple[str, str, int, str]) -> tuple[str, str, int, float]:
     return setup_name, variant, seed, time.perf_counter() - started
 
 
+def curve_gap(run_dir: str, baseline_dir: str) -> tuple[float, int]:
+    """How far apart two runs' training-loss curves land, as `compare` draws and parts them (the
+    per-step loss smoothed): the largest factor between them along the shared steps, and where."""
+    import numpy as np
+
+    from tb_trainhealth.compare.curves import smoothed
+    from tb_trainhealth.compare.runs import diagnosed_directory
+    from tb_trainhealth.contract import series as sig
+
+    ours, theirs = (smoothed(diagnosed_directory(d, "run").signals.series[sig.LOSS]) for d in (run_dir, baseline_dir))
+    n = min(len(ours), len(theirs))
+    gaps = np.abs(np.log(ours.values[:n]) - np.log(theirs.values[:n]))
+    return float(np.exp(gaps.max())), int(ours.steps[int(gaps.argmax())])
+
+
 def deciding_value(comparison: Any, names: tuple[str, ...] = ("val_accuracy", "val_loss")) -> tuple[str, float, float]:
     """(metric, baseline, run) of the first of `names` both runs have, final values."""
     for name in names:
@@ -280,6 +295,13 @@ def main() -> int:
             )
         for gap in gaps:
             print(f"  {setup.name:10} {gap[0]:7} " + "  ".join(f"{n}: {f:+.3f} / {b:+.3f}" for n, f, b in gap[1:]))
+    print("curve noise: the largest factor between two seeds' smoothed training-loss curves (CURVE_NOISE)")
+    for setup in setups:
+        folder = os.path.join(root, setup.name)
+        found = [curve_gap(os.path.join(folder, f"baseline_{a}"), os.path.join(folder, f"baseline_{b}"))
+                 for a, b in itertools.combinations(range(NOISE_SEEDS), 2)]  # fmt: skip
+        factor, step = max(found)
+        print(f"  {setup.name:10} {factor:.3f}x (at step {step}); pairs: " + " ".join(f"{f:.2f}" for f, _ in found))
 
     print("\npairs (run seed s against the baseline of the other seed):")
     found = harmful = benign = false_alarms = 0

@@ -1,6 +1,7 @@
-"""Saves the README's screenshot (docs/health-tab.png) and one page per kind of problem
-(docs/screenshots/RUN.png, and RUN-dark.png in dark mode): the Health tab over a demo logdir,
-in headless Chromium, from the current build.
+"""Saves the README's screenshot (docs/health-tab.png), one page per kind of problem
+(docs/screenshots/RUN.png, and RUN-dark.png in dark mode) and the card of a run worse than its
+baseline (docs/screenshots/worse-than-baseline.png): the Health tab over a demo logdir, in
+headless Chromium, from the current build.
 
 Usage: python demo/screenshot.py [LOGDIR]   (needs Debian's chromium and playwright;
        make LOGDIR first with python demo/make_demo_logs.py LOGDIR)
@@ -26,6 +27,7 @@ ARGS = [
     "--disable-sync",
 ]
 README_RUN = "nan_input"
+WORSE_RUN = "lr_exponent_typo"  # compared with last_good_run by HealthCallback(baseline=...)
 # One run per kind of evidence: per-layer gradients, memory + OOM attempts, a crash, a
 # badly built pipeline, dead units, a stall; (run, also in dark mode).
 PAGES = [
@@ -50,6 +52,20 @@ def _shoot(browser, url: str, run: str, path: str, dark: bool) -> None:
     print(f"wrote {os.path.relpath(path)}")
 
 
+def _shoot_worse_card(browser, url: str, path: str) -> None:
+    """The worse_than_baseline card: both runs' curves, the baseline's noise band, the parting line."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(url + "/#trainhealth")
+    frame = page.frame_locator("iframe").first
+    frame.locator(f"[data-testid=run-item][data-run='{WORSE_RUN}']").click()
+    card = frame.locator("[data-testid=finding-card][data-code=worse_than_baseline]")
+    card.locator("[data-testid=evidence-overlay] canvas").first.wait_for()
+    page.wait_for_timeout(800)  # charts draw on the next frame
+    card.screenshot(path=path)
+    page.close()
+    print(f"wrote {os.path.relpath(path)}")
+
+
 def main(argv: list[str]) -> int:
     logdir = argv[1] if len(argv) > 1 else "demo_logs"
     docs = os.path.join(HERE, "..", "docs")
@@ -68,6 +84,7 @@ def main(argv: list[str]) -> int:
                 _shoot(browser, url, run, os.path.join(docs, "screenshots", f"{run}.png"), dark=False)
                 if dark_too:
                     _shoot(browser, url, run, os.path.join(docs, "screenshots", f"{run}-dark.png"), dark=True)
+            _shoot_worse_card(browser, url, os.path.join(docs, "screenshots", "worse-than-baseline.png"))
             browser.close()
     return 0
 

@@ -17,6 +17,7 @@ from tb_trainhealth.compare.baseline_pick import (
     same_model,
     why_none_is_earlier,
 )
+from tb_trainhealth.compare.comparison import Comparison
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
 from tb_trainhealth.contract.run_settings import RunSettings
@@ -212,13 +213,19 @@ def test_layer_gradient_ratios_match_layers_by_position_and_use_the_shared_steps
     assert [(r["run"], r["ratio"]) for r in layer_grad_ratio(run, baseline)] == [(None, None), (None, None)]
 
 
+def _parted(step: int | None) -> Comparison:
+    """A comparison whose runs parted at `step` (judged on nothing: no deciding metric)."""
+    return dataclasses.replace(Comparison.without_baseline("run", ""), parted_at_step=step)
+
+
 def test_overlay_is_per_step_when_steps_mean_the_same_and_per_epoch_when_the_batch_changed():
     run, baseline = _layered("run", list(range(1, 101)), [1.0, 1.0]), _layered("base", list(range(1, 101)), [1.0, 1.0])
-    same = overlay(run, baseline, 42)
+    same = overlay(run, baseline, _parted(42))
     assert (same.x, same.loss, same.parted_at) == ("step", sig.LOSS, 42)
     assert set(same.run) == set(same.baseline) == {sig.LOSS, sig.EPOCH_VAL_LOSS}
     bigger_batch = _layered("base", list(range(1, 51)), [1.0, 1.0], axis_epoch_steps=(25, 50))
-    epochs = overlay(run, bigger_batch, 42)  # step 42 of the run is in its first epoch (steps 1-50)
+    epochs = overlay(run, bigger_batch, _parted(42))  # step 42 of the run is in its first epoch (steps 1-50)
     assert (epochs.x, epochs.loss, epochs.parted_at) == ("epoch", sig.EPOCH_LOSS, 1)
     assert epochs.run[sig.EPOCH_LOSS].steps.tolist() == epochs.baseline[sig.EPOCH_VAL_LOSS].steps.tolist() == [1, 2]
-    assert overlay(run, bigger_batch, 51).parted_at == 2 and overlay(run, bigger_batch, None).parted_at is None
+    assert overlay(run, bigger_batch, _parted(51)).parted_at == 2
+    assert overlay(run, bigger_batch, _parted(None)).parted_at is None

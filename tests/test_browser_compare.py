@@ -71,7 +71,7 @@ def test_picking_the_baseline_shows_worse_the_learning_rate_first_and_both_curve
     settings = [rows.nth(i).get_attribute("data-setting") for i in range(rows.count())]
     assert "EarlyStopping.patience" in settings[1:]  # changed too; sorts before learning_rate by name
     assert "learning_rate=0.003" in view.locator("[data-testid=compare] pre").first.inner_text()  # the fix
-    chart = view.locator("[data-testid=compare-chart]")
+    chart = view.locator("[data-testid=compare] [data-testid=compare-chart]")
     chart.locator("canvas").first.wait_for()
     assert chart.locator("canvas").count() >= 3  # loss, validation loss, validation accuracy
     assert int(chart.get_attribute("data-parted-at")) > 0
@@ -83,6 +83,63 @@ def test_picking_the_baseline_shows_worse_the_learning_rate_first_and_both_curve
     assert float(metrics.locator("td").nth(1).inner_text()) < float(metrics.locator("td").nth(0).inner_text())
     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
     assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert page.console_errors == []
+
+
+def share_of_color(canvas, css_var: str, tolerance: int = 0) -> float:
+    """The share of the canvas' pixels within `tolerance` of the colour of `css_var` (style.css)."""
+    return canvas.evaluate(
+        """(c, [name, tol]) => {
+            const probe = document.createElement("canvas").getContext("2d");
+            probe.fillStyle = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+            probe.fillRect(0, 0, 1, 1);
+            const [r, g, b] = probe.getImageData(0, 0, 1, 1).data;
+            const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+            let n = 0;
+            for (let i = 0; i < d.length; i += 4)
+                if (Math.abs(d[i] - r) <= tol && Math.abs(d[i + 1] - g) <= tol && Math.abs(d[i + 2] - b) <= tol) n++;
+            return n / (d.length / 4);
+        }""",
+        [css_var, tolerance],
+    )
+
+
+def drawn_overlay(chart, run: str, baseline: str, panels: list[str], parted_at: int) -> None:
+    """Both runs' curves in each panel (the legend names them), the baseline's noise band shaded
+    (pixels of its colour) and said, and the parting line (pixels of its colour, and its step)."""
+    chart.locator("canvas").first.wait_for()
+    assert chart.get_attribute("data-parted-at") == str(parted_at)
+    boxes = chart.locator(".th-chart")
+    assert [boxes.nth(i).get_attribute("data-series") for i in range(boxes.count())] == panels
+    for i in range(boxes.count()):
+        box = boxes.nth(i)
+        legend = box.locator(".u-legend").inner_text()
+        assert f"run {run}" in legend and f"baseline {baseline}" in legend
+        canvas = box.locator("canvas").first
+        assert box.get_attribute("data-band") == "1" and share_of_color(canvas, "--th-noise-band") > 0.03
+        assert share_of_color(canvas, "--th-critical", tolerance=40) > 0.0001  # the dashed "parted" line
+    notes = chart.locator("[data-testid=noise-band]")
+    assert notes.count() == len(panels) and "two seeds" in notes.first.inner_text()
+
+
+def test_the_worse_card_and_the_comparison_draw_both_runs_the_band_and_the_parting_line(page):
+    """tiny_lr was compared with base at the end of its fit: the worse_than_baseline card, the first a
+    reader sees, overlays both runs' training loss and the validation accuracy that decided, on the
+    baseline's noise band, with the parting line where the compare route puts it; the comparison too."""
+    view = open_run(health_frame(page), "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("")
+    answer = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare?run=tiny_lr&baseline=base")
+    parted = answer["curves"]["parted_at"]
+    assert isinstance(parted, int)
+    card = view.locator("[data-testid=finding-card][data-code=worse_than_baseline]")
+    overlay = card.locator("[data-testid=evidence-overlay]")
+    assert overlay.get_attribute("data-baseline") == "base"
+    drawn_overlay(
+        overlay.locator("[data-testid=compare-chart]"), "tiny_lr", "base", ["loss", "epoch_val_accuracy"], parted
+    )
+    view.locator("[data-testid=compare-select]").select_option("run:base")
+    section = view.locator("[data-testid=compare] [data-testid=compare-chart]")
+    drawn_overlay(section, "tiny_lr", "base", ["loss", "epoch_val_accuracy", "epoch_val_loss"], parted)
     assert page.console_errors == []
 
 

@@ -13,6 +13,8 @@ import pytest
 from tensorboard import context as tb_context
 from tensorboard import errors
 
+from tb_trainhealth.compare.curves import MIN_PARTED_POINTS, PARTED_SHARE
+from tb_trainhealth.compare.noise import ACCURACY_NOISE
 from tb_trainhealth.contract.vocab import RunStatus
 from tb_trainhealth.findings import run_status
 from tb_trainhealth.plugin import diagnosis_cache, route_answers
@@ -192,6 +194,34 @@ def test_compare_answer_names_the_learning_rate_and_overlays_both_runs(compare_c
     assert [r["baseline_layer"] for r in ratios] == [layer.name for layer in diagnoses["base"].signals.layers]
     for r in ratios:
         assert r["run"] > 0 and r["baseline"] > 0 and r["ratio"] == pytest.approx(r["run"] / r["baseline"])
+
+
+def test_the_run_parts_where_its_drawn_line_leaves_the_baselines_drawn_band(compare_cache):
+    """The parting line is where the run's training loss, as drawn, first stays beyond the noise band
+    drawn around the baseline's (on the chart's x); the 1000x-too-slow run's curve splits from the
+    baseline's within the first epoch and a half (29 steps each), not at step 60 (the verdict's 1.6x)."""
+    curves = route_answers.compare_answer(compare_cache, CTX, "tiny_lr", "base", points=2000)["curves"]
+    run, band = curves["run"]["loss"], curves["bands"]["loss"]
+    assert run["steps"] == band["steps"] == curves["baseline"]["loss"]["steps"]  # one step each, all kept
+    beyond = [value > high for value, high in zip(run["values"], band["high"])]
+    needed = max(MIN_PARTED_POINTS, int(PARTED_SHARE * len(beyond)))
+    first = next(i for i in range(len(beyond)) if all(beyond[i : i + needed]))
+    assert curves["parted_at"] == run["steps"][first] <= 1.5 * 29
+    base = curves["baseline"]["loss"]["values"]
+    assert all(low < value < high for low, value, high in zip(band["low"], base, band["high"]))
+    # The card draws the training loss and the metric that decided, each with the baseline's band.
+    assert (curves["deciding"], curves["evidence"]) == ("epoch_val_accuracy", ["loss", "epoch_val_accuracy"])
+    assert curves["panels"] == ["loss", "epoch_val_accuracy", "epoch_val_loss"]
+    accuracy = curves["bands"]["epoch_val_accuracy"]
+    expected = [value - ACCURACY_NOISE for value in curves["baseline"]["epoch_val_accuracy"]["values"]]
+    assert accuracy["low"] == pytest.approx(expected) and "0.06" in accuracy["what"]
+
+
+def test_the_findings_answer_names_the_baseline_run_the_callback_compared_with(compare_cache):
+    """tiny_lr was trained with HealthCallback(baseline=<path of base>): its worse card draws both runs."""
+    answer = route_answers.findings_answer(compare_cache, CTX, None, "tiny_lr")
+    assert "worse_than_baseline" in [f["code"] for f in answer["findings"]] and answer["baseline_run"] == "base"
+    assert route_answers.findings_answer(compare_cache, CTX, None, "base")["baseline_run"] is None
 
 
 def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(compare_cache, monkeypatch):

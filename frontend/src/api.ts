@@ -81,6 +81,9 @@ export interface RunFindings extends RunSummary {
   timeline: TimelineEntry[];
   /** What a reader may want to know of the files, none of it an error (a truncated copy, a file still written). */
   notes: string[];
+  /** The run of this logdir its worse_than_baseline finding was judged against (its card overlays
+   * both runs' curves from the compare route); null without one, or where it is not a run here. */
+  baseline_run: string | null;
 }
 
 export interface ScalarSeries {
@@ -248,6 +251,7 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
       return step === null ? [] : [{ step, kind: str(t["kind"]), text: str(t["text"]) }];
     }),
     notes: strs(o["notes"]),
+    baseline_run: strOrNull(o["baseline_run"]),
   };
 }
 

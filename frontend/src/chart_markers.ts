@@ -1,9 +1,44 @@
 // The marks a chart draws over its lines: the finding's evidence range shaded, an "x"
 // where each line first goes NaN/Inf, and a dashed onset line with its step label.
 import uPlot from "uplot";
-import type { PanelSpec } from "./chart_types";
+import type { PanelSpec, YBand } from "./chart_types";
 import { fmtStep } from "./format";
 import { cssColor, severityColor } from "./theme";
+
+/** The band between `low` and `high`, under the lines and inside the plot area (a gap where an edge is
+ * unknown, or not drawable on a log scale). */
+function drawYBand(u: uPlot, band: YBand): void {
+  const ctx = u.ctx;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+  ctx.clip();
+  ctx.fillStyle = cssColor("--th-noise-band");
+  const y = (v: number | null | undefined): number | null => {
+    if (v === null || v === undefined) return null;
+    const p = u.valToPos(v, "y", true);
+    return Number.isFinite(p) ? p : null;
+  };
+  let segment: { x: number; lo: number; hi: number }[] = [];
+  const fill = (): void => {
+    if (segment.length > 1) {
+      ctx.beginPath();
+      segment.forEach((p, i) => (i === 0 ? ctx.moveTo(p.x, p.hi) : ctx.lineTo(p.x, p.hi)));
+      for (let i = segment.length - 1; i >= 0; i--) ctx.lineTo(segment[i]?.x ?? 0, segment[i]?.lo ?? 0);
+      ctx.closePath();
+      ctx.fill();
+    }
+    segment = [];
+  };
+  band.steps.forEach((step, i) => {
+    const lo = y(band.low[i]);
+    const hi = y(band.high[i]);
+    if (lo === null || hi === null || !Number.isFinite(step)) return fill();
+    segment.push({ x: u.valToPos(step, "x", true), lo, hi });
+  });
+  fill();
+  ctx.restore();
+}
 
 export function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]): uPlot.Plugin {
   const pr = () => uPlot.pxRatio || 1;
@@ -13,6 +48,7 @@ export function markersPlugin(spec: PanelSpec, firstNonFinite: (number | null)[]
     hooks: {
       drawAxes: [
         (u: uPlot) => {
+          if (spec.noiseBand) drawYBand(u, spec.noiseBand);
           const band = spec.band;
           if (!band || (band[0] === null && band[1] === null)) return;
           const min = u.scales["x"]?.min ?? 0;

@@ -11,6 +11,13 @@ export interface Line {
   width?: number;
 }
 
+/** Lower and upper edge of a shaded band, at each of `steps`. */
+export interface YBand {
+  steps: number[];
+  low: (number | null)[];
+  high: (number | null)[];
+}
+
 export interface PanelSpec {
   lines: Line[];
   height: number;
@@ -19,6 +26,8 @@ export interface PanelSpec {
   /** The word before the onset's step on the chart: "onset" unless given ("parted"). */
   onsetLabel?: string;
   band?: [number | null, number | null] | null;
+  /** A band around a line, shaded under the lines: the baseline's noise band in a comparison. */
+  noiseBand?: YBand | null;
   syncKey?: string;
   /** What x counts: "step" (batch steps, the default) or "epoch". */
   axis?: Axis;

@@ -2,7 +2,7 @@
 // `tb-trainhealth compare --json` gives it, plus what the tab draws beside it (both runs'
 // curves on one x, per-layer gradient-norm ratios). Parsed defensively like api.ts: every
 // value is data, rendered as text.
-import { arr, getJson, num, numsOrNull, obj, parseFinding, str, strOrNull, type Axis, type Finding, type ScalarSeries } from "./api";
+import { arr, getJson, num, numsOrNull, obj, parseFinding, str, strOrNull, strs, type Axis, type Finding, type ScalarSeries } from "./api";
 
 export type Verdict = "worse" | "same" | "better" | "unknown";
 /** A recorded setting's value: a JSON scalar or a short list of numbers; null is "not set". */
@@ -31,6 +31,15 @@ export interface LayerRatio {
   ratio: number | null;
 }
 
+/** The baseline's noise band around one of its curves: where the run would be were it the baseline again. */
+export interface NoiseBand {
+  steps: number[];
+  low: (number | null)[];
+  high: (number | null)[];
+  /** What the band is, in words (shown under the chart). */
+  what: string;
+}
+
 export interface CompareCurves {
   /** What x counts: the runs' steps (or epochs), or epoch numbers where a step differs between them. */
   x: Axis;
@@ -39,6 +48,12 @@ export interface CompareCurves {
   parted_at: number | null;
   run: Record<string, ScalarSeries>;
   baseline: Record<string, ScalarSeries>;
+  bands: Record<string, NoiseBand>;
+  /** The series of the metric the verdict was judged on, or null. */
+  deciding: string | null;
+  /** The panels the comparison draws, in order; `evidence`: those the worse_than_baseline card draws. */
+  panels: string[];
+  evidence: string[];
 }
 
 export interface Comparison {
@@ -78,6 +93,15 @@ function seriesMap(v: unknown): Record<string, ScalarSeries> {
   return out;
 }
 
+function bandMap(v: unknown): Record<string, NoiseBand> {
+  const out = Object.create(null) as Record<string, NoiseBand>;
+  for (const [name, raw] of Object.entries(obj(v))) {
+    const b = obj(raw);
+    out[name] = { steps: arr(b["steps"]).map((x) => num(x) ?? NaN), low: numsOrNull(b["low"]), high: numsOrNull(b["high"]), what: str(b["what"]) };
+  }
+  return out;
+}
+
 function parseCurves(v: unknown): CompareCurves | null {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return null;
   const o = obj(v);
@@ -87,6 +111,10 @@ function parseCurves(v: unknown): CompareCurves | null {
     parted_at: num(o["parted_at"]),
     run: seriesMap(o["run"]),
     baseline: seriesMap(o["baseline"]),
+    bands: bandMap(o["bands"]),
+    deciding: strOrNull(o["deciding"]),
+    panels: strs(o["panels"]),
+    evidence: strs(o["evidence"]),
   };
 }
 

@@ -1,6 +1,7 @@
-// What the comparison draws: the run's and the baseline's curves overlaid (training loss,
-// validation loss, validation accuracy; one panel each, the parting step marked like a
-// finding's onset) and each layer's gradient-norm ratio as a bar around 1x.
+// What the comparison draws: the run's and the baseline's curves overlaid (training loss, the
+// deciding metric, the validation curves; one panel each, the baseline's noise band shaded, the
+// parting step marked like a finding's onset) and each layer's gradient-norm ratio as a bar
+// around 1x. The worse_than_baseline finding's card draws the same panels (its evidence).
 import type { Axis } from "./api";
 import type { Line } from "./chart_types";
 import type { Comparison, LayerRatio } from "./compare_api";
@@ -14,24 +15,30 @@ const HEIGHT = 170;
 const DECADES = 3;
 
 const TITLES: Record<string, string> = {
-  loss: "Training loss (per step)",
+  loss: "Training loss (per step, smoothed)",
   epoch_loss: "Training loss (per epoch)",
   epoch_val_loss: "Validation loss",
   epoch_val_accuracy: "Validation accuracy",
+  epoch_accuracy: "Training accuracy",
 };
 
-/** One panel per curve either run has, run and baseline overlaid; returns the panels' element. */
-export function overlayCharts(c: Comparison, charts: EvidenceCharts): { element: HTMLElement; mount: () => void } {
+/** One panel per named curve (the route's `panels`, or a card's `evidence`), run and baseline
+ * overlaid on the baseline's noise band; returns the panels' element and what draws them. */
+export function overlayCharts(c: Comparison, charts: EvidenceCharts, names: string[], syncKey: string): { element: HTMLElement; mount: () => void } {
   const curves = c.curves;
   const element = h("div", { class: "th-compare-charts", testid: "compare-chart" });
   if (!curves) return { element, mount: () => undefined };
   if (curves.parted_at !== null) element.setAttribute("data-parted-at", String(curves.parted_at));
-  const names = [curves.loss, "epoch_val_loss", "epoch_val_accuracy"].filter((n) => curves.run[n] || curves.baseline[n]);
-  const boxes = names.map((name) => ({ name, box: h("div", { class: "th-chart", data: { series: name } }) }));
-  for (const { name, box } of boxes) {
-    element.appendChild(h("div", { class: "th-chart-title", text: TITLES[name] ?? name }));
-    element.appendChild(box);
-  }
+  const shown = names.filter((n) => curves.run[n] || curves.baseline[n]);
+  const boxes = shown.map((name) => {
+    const band = curves.bands[name];
+    const title = (TITLES[name] ?? name) + (name === curves.deciding ? " (decided the verdict)" : "");
+    const box = h("div", { class: "th-chart", data: { series: name, band: band ? "1" : "0" } });
+    const note = band ? h("div", { class: "th-chart-note", testid: "noise-band", text: "Shaded: " + band.what + "." }) : null;
+    element.append(h("div", { class: "th-chart-title", text: title }), box);
+    if (note) element.appendChild(note);
+    return { name, box };
+  });
   if (boxes.length === 0) element.appendChild(h("div", { class: "th-chart-empty", text: "Neither run has a loss or validation curve to overlay." }));
   const x: Axis = curves.x;
   const mount = (): void => {
@@ -42,7 +49,7 @@ export function overlayCharts(c: Comparison, charts: EvidenceCharts): { element:
       const theirs = curves.baseline[name];
       if (theirs) lines.push({ label: "baseline " + (c.baseline ?? ""), steps: theirs.steps, values: theirs.values, color: scalarColor(1), width: 1.5 });
       if (ours) lines.push({ label: "run " + c.run, steps: ours.steps, values: ours.values, color: scalarColor(0), width: 2 });
-      charts.panel(box, { lines, height: HEIGHT, onset: curves.parted_at, onsetColor: color, onsetLabel: "parted", syncKey: "compare", axis: x });
+      charts.panel(box, { lines, height: HEIGHT, onset: curves.parted_at, onsetColor: color, onsetLabel: "parted", noiseBand: curves.bands[name] ?? null, syncKey, axis: x });
     }
   };
   return { element, mount };

@@ -142,7 +142,7 @@ export class CompareSection {
       body.appendChild(h("ol", { class: "th-fixes" }, worse.fixes.map((fix) => h("li", {}, [h("div", { class: "th-fix-text", text: fix.text }), fix.code !== null ? codeBlock(fix.code) : null]))));
     }
     body.appendChild(h("div", { class: "th-compare-tables" }, [changesTable(c.changes), metricsTable(c)]));
-    const { element, mount } = overlayCharts(c, this.charts);
+    const { element, mount } = overlayCharts(c, this.charts, c.curves?.panels ?? [], "compare");
     body.appendChild(element);
     if (c.layer_grad_ratio.length) {
       body.appendChild(h("div", { class: "th-chart-title", text: "Gradient norm per layer, run / baseline (median over the steps both recorded)" }));

@@ -1,12 +1,17 @@
 // One finding card: severity badge, title, onset step and code; the detail and its fixes
-// (code fixes with a Copy button); the evidence charts of the series behind it.
+// (code fixes with a Copy button); the evidence charts of the series behind it. A run worse than
+// its baseline draws both runs' curves there, as the comparison does (compare_chart.ts).
 import type { Fact, Finding, RunFindings, SeriesData } from "./api";
 import type { Line } from "./chart_types";
 import { codeBlock } from "./code_block";
-import { h } from "./dom";
+import { overlayCharts } from "./compare_chart";
+import { fetchCompare } from "./compare_api";
+import { clear, h } from "./dom";
 import type { EvidenceCharts } from "./evidence_charts";
-import { badge } from "./format";
+import { badge, errorText } from "./format";
 import { scalarColor, severityColor } from "./theme";
+
+const WORSE = "worse_than_baseline";
 
 /** Draws a card's charts once the run's series have arrived (or failed: `err`). */
 export type MountCharts = (s: SeriesData | null, err: string | null) => void;
@@ -44,7 +49,9 @@ export function findingCard(
 ): { card: HTMLElement; mount: MountCharts } {
   const ev = finding.evidence;
   const available = new Set(f.series);
-  const plotted = ev.series.filter((s) => available.has(s));
+  // The baseline it was judged against, where it is a run here: its curves come from the compare route.
+  const baseline = finding.code === WORSE ? f.baseline_run : null;
+  const plotted = baseline !== null ? [] : ev.series.filter((s) => available.has(s));
   const missing = ev.series.filter((s) => !available.has(s));
 
   // One axis per run: batch steps, or epochs where the run only has per-epoch data.
@@ -70,13 +77,17 @@ export function findingCard(
   const scalarBox = scalarNames.length ? h("div", { class: "th-chart" }) : null;
   const layerBoxes = layerNames.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
   if (ev.facts.length) evidence.appendChild(factTable(ev.facts));
+  const overlayBox = baseline !== null ? h("div", { class: "th-evidence-overlay", testid: "evidence-overlay", data: { baseline } }, [h("div", { class: "th-loading", text: "Loading both runs' curves..." })]) : null;
+  if (overlayBox) evidence.appendChild(overlayBox);
   if (scalarBox) evidence.appendChild(scalarBox);
   for (const { name, box } of layerBoxes) {
     evidence.appendChild(h("div", { class: "th-chart-title", text: name + " (one line per layer)" }));
     evidence.appendChild(box);
   }
   const why = partsOff(f);
-  if (plotted.length === 0 && ev.facts.length === 0) {
+  if (finding.code === WORSE && baseline === null)
+    evidence.appendChild(h("div", { class: "th-chart-note", text: "The baseline is not a run of this logdir: only this run's curve is drawn. Compare the two with tb-trainhealth compare RUN BASELINE." }));
+  if (overlayBox === null && plotted.length === 0 && ev.facts.length === 0) {
     evidence.appendChild(
       h("div", {
         class: "th-chart-empty",
@@ -107,6 +118,10 @@ export function findingCard(
   const syncKey = "th-card-" + index;
   const band: [number | null, number | null] | null = ev.start_step !== null || ev.end_step !== null ? [ev.start_step, ev.end_step] : null;
   const mount: MountCharts = (s, err) => {
+    if (overlayBox && baseline !== null) {
+      void mountOverlay(overlayBox, f.run, baseline, charts, syncKey);
+      return;
+    }
     if (plotted.length === 0) return;
     if (!s) {
       evidence.appendChild(h("div", { class: "th-chart-empty", text: "Could not load the series: " + (err ?? "unknown error") }));
@@ -125,4 +140,21 @@ export function findingCard(
       charts.layerPanel(box, s, null, name, { onset, onsetColor: color, syncKey, highlight: ev.layer, band });
   };
   return { card, mount };
+}
+
+/** Both runs' training loss and deciding metric, the baseline's noise band and the parting line,
+ * as the compare route answers them; nothing once the card is gone (the view was redrawn). */
+async function mountOverlay(box: HTMLElement, run: string, baseline: string, charts: EvidenceCharts, syncKey: string): Promise<void> {
+  try {
+    const c = await fetchCompare(run, baseline);
+    if (!box.isConnected) return;
+    clear(box);
+    const { element, mount } = overlayCharts(c, charts, c.curves?.evidence ?? [], syncKey);
+    box.appendChild(element);
+    mount();
+  } catch (err) {
+    if (!box.isConnected) return;
+    clear(box);
+    box.appendChild(h("div", { class: "th-chart-empty", text: "Could not load the baseline's curves: " + errorText(err) }));
+  }
 }

@@ -13,7 +13,7 @@ from typing import Any
 
 from tb_trainhealth.compare import culprit, fix_text
 from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metrics
-from tb_trainhealth.compare.noise import DRAWS, LOSS_NOISE, SEEDS, Judgement, Verdict, judge, judge_gains
+from tb_trainhealth.compare.noise import CURVE_NOISE, DRAWS, SEEDS, Judgement, Noise, Verdict, judge, judge_gains
 from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.compare.signal_changes import SignalChange, signal_changes
@@ -60,6 +60,7 @@ class Comparison:
     metrics: list[MetricPair]
     findings: list[Finding]
     deciding: str | None = None  # the metric the verdict was judged on ("val_accuracy"), where one was
+    noise: Noise = SEEDS  # what it was judged against: the band the tab draws around the baseline
     # What the health signals say changed beyond what seeds change (largest first): names a change
     # the settings cannot see.
     signal_changes: list[SignalChange] = dataclasses.field(default_factory=list)
@@ -113,7 +114,7 @@ def compare(
     )
     parted = None
     if judgement.verdict in (Verdict.WORSE, Verdict.BETTER):
-        parted = parting_step(run, baseline, LOSS_NOISE, worse=judgement.verdict is Verdict.WORSE)
+        parted = parting_step(run, baseline, CURVE_NOISE, worse=judgement.verdict is Verdict.WORSE)
     evidence = _evidence(run, baseline, parted, judgement)
     ranked = culprit.ranked(changes, evidence)
     findings = list(run_findings)
@@ -121,8 +122,9 @@ def compare(
         findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence, signals))
     deciding = judgement.metric.name if judgement.metric is not None else None
     return Comparison(
-        run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding, signals
-    )
+        run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding,
+        judgement.noise, signals,
+    )  # fmt: skip
 
 
 def _signals_text(signals: list[SignalChange], lead: bool) -> str:

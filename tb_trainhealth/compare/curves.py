@@ -67,7 +67,7 @@ def shared_metrics(run: RunSignals, baseline: RunSignals) -> list[MetricPair]:
     if not pairs:
         ours, theirs = run.get(sig.LOSS), baseline.get(sig.LOSS)
         if ours is not None and theirs is not None and telling(ours, theirs, False):
-            pairs.append(MetricPair("loss", False, *_final_and_best_pair(_smooth(theirs), _smooth(ours), False)))
+            pairs.append(MetricPair("loss", False, *_final_and_best_pair(smoothed(theirs), smoothed(ours), False)))
     return pairs
 
 
@@ -97,7 +97,7 @@ def _final_and_best(series: Series, higher: bool) -> tuple[float, float]:
     return float(values[-1]), best
 
 
-def _smooth(series: Series) -> Series:
+def smoothed(series: Series) -> Series:
     """A per-step loss without its minibatch noise: its last value is then the level it ended at."""
     return Series(series.steps, rolling_median(series.values, smoothing_window(len(series))))
 
@@ -109,7 +109,7 @@ def parting_step(run: RunSignals, baseline: RunSignals, band: float, worse: bool
     Compared per step where both runs count the same steps per epoch, else epoch by epoch (a
     larger batch makes fewer steps of the same data)."""
     if compares_per_step(run, baseline):
-        ours, theirs = _smooth(run.series[sig.LOSS]), _smooth(baseline.series[sig.LOSS])
+        ours, theirs = smoothed(run.series[sig.LOSS]), smoothed(baseline.series[sig.LOSS])
         return _parting(ours.steps, ours.values, theirs.steps, theirs.values, band, worse)
     ours, theirs = run.get(sig.EPOCH_LOSS), baseline.get(sig.EPOCH_LOSS)
     if ours is None or theirs is None:

@@ -41,6 +41,15 @@ DRAW_LOSS_NOISE = math.log(3.0)
 # below what a constant prediction scores under its own loss, as a share of it (`gain_over_constant`):
 # the same zoo's seed twins differ by up to 0.23 there; a bug costs 0.44 or more.
 GAIN_NOISE = 0.3
+# Training-loss curves, step by step (each smoothed by a rolling median over ~4% of the run, as they
+# are compared and drawn): where a run's stays more than this factor from the baseline's (a log ratio),
+# their curves have parted. Two seeds of one MLP land up to 1.21x apart along the curve (`python
+# bench/compare_zoo.py --only mlp`, "curve noise"; the demo's MLP, 5 seeds: 1.27x), per epoch 1.05x.
+# A set-up whose loss drops fast at a seed-dependent step lands further apart there (the zoo's CNN
+# 2.4x, GRU 1.9x, regression 1.4x), but a parting step is only looked for once the verdict says worse
+# or better. The verdict's LOSS_NOISE (1.6x, for final and best values) put the parting of a run with a
+# rate 1000x too small at step 139 where the curves split near step 40 (now 74).
+CURVE_NOISE = math.log(1.35)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,7 @@ class Judgement:
     verdict: Verdict
     metric: MetricPair | None  # the metric that decided
     why: str  # one line, with the numbers
+    noise: Noise = SEEDS  # the noise it was judged against (drawn around the baseline's curves)
 
 
 def judge(
@@ -87,14 +97,15 @@ def judge(
     final = _gap(deciding, deciding.baseline_final, deciding.run_final, loss_start, noise)
     best = _gap(deciding, deciding.baseline_best, deciding.run_best, loss_start, noise)
     if final > 0 and best > 0:
-        return Judgement(Verdict.WORSE, deciding, _describe(deciding, "worse than"))
+        return Judgement(Verdict.WORSE, deciding, _describe(deciding, "worse than"), noise)
     if final < 0 and best < 0:
-        return Judgement(Verdict.BETTER, deciding, _describe(deciding, "better than"))
+        return Judgement(Verdict.BETTER, deciding, _describe(deciding, "better than"), noise)
     band = f"{noise.accuracy:.2g}" if deciding.higher_is_better else f"{math.exp(noise.loss):.2g}x"
     return Judgement(
         Verdict.SAME,
         deciding,
         _describe(deciding, "within run-to-run noise of") + f" (noise: up to {band} between {noise.source})",
+        noise,
     )
 
 

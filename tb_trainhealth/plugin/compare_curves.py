@@ -1,10 +1,11 @@
-"""What the Health tab draws beside a comparison: both runs' curves on one x axis, and each layer's
-gradient norm in the run against the baseline's.
+"""What the Health tab draws beside a comparison: both runs' curves on one x, with the baseline's
+noise band around each of its curves, and each layer's gradient norm in the run against the baseline's.
 
 The curves share the runs' batch steps only where a step means the same in both (same axis, same
 steps per epoch, as `compare.curves.parting_step` compares them); otherwise an epoch of one run
 is put beside the same epoch of the other, numbered from 1, or a larger batch would look like a
-slower run.
+slower run. A per-step training loss is drawn smoothed, as it is compared: the run parted where its
+line leaves the band drawn around the baseline's, at the parting line.
 """
 
 from __future__ import annotations
@@ -16,31 +17,94 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.compare.baseline_pick import same_architecture
-from tb_trainhealth.compare.curves import compares_per_step
+from tb_trainhealth.compare.comparison import Comparison
+from tb_trainhealth.compare.curves import METRICS, compares_per_step, smoothed
+from tb_trainhealth.compare.noise import CURVE_NOISE, Noise
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.signals import LayerSeries, RunSignals, Series
 
 VALIDATION = (sig.EPOCH_VAL_LOSS, sig.EPOCH_VAL_ACCURACY)
+# The series of each metric a verdict is judged on, by its Keras name.
+METRIC_SERIES = {name: series for series, name, _higher in METRICS}
+
+
+@dataclasses.dataclass
+class Band:
+    """Where the run would be were it the baseline again: the baseline's curve widened by the noise."""
+
+    steps: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    what: str  # what the band is, in words (shown under the chart)
 
 
 @dataclasses.dataclass
 class Overlay:
     x: str  # what x counts: "step" (or "epoch" for runs on the epoch axis), or "epoch" by epoch number
-    loss: str  # the training loss drawn: sig.LOSS (per step) or sig.EPOCH_LOSS
+    loss: str  # the training loss drawn: sig.LOSS (per step, smoothed) or sig.EPOCH_LOSS
     run: dict[str, Series]
     baseline: dict[str, Series]
     parted_at: int | None  # the parting step on x
+    bands: dict[str, Band]  # by series: the baseline's noise band
+    deciding: str | None  # the series of the metric the verdict was judged on, where both runs have it
+
+    @property
+    def evidence(self) -> list[str]:
+        """What the worse_than_baseline finding's card draws: the training loss and the deciding metric."""
+        return list(dict.fromkeys(name for name in (self.loss, self.deciding) if name is not None))
+
+    @property
+    def panels(self) -> list[str]:
+        """What the comparison draws, one panel each: the evidence first, then the validation curves."""
+        names = [*self.evidence, *VALIDATION]
+        return [name for name in dict.fromkeys(names) if name in self.run or name in self.baseline]
 
 
-def overlay(run: RunSignals, baseline: RunSignals, parted_at_step: int | None) -> Overlay:
-    """Both runs' training loss (per step where that compares, else per epoch) and validation
-    curves, on one x; the parting step (on the run's axis) moved onto that x."""
+def overlay(run: RunSignals, baseline: RunSignals, comparison: Comparison) -> Overlay:
+    """Both runs' training loss (per step where that compares, else per epoch), validation curves
+    and deciding metric on one x, the baseline's noise band around each, and the parting step (on
+    the run's axis) moved onto that x."""
+    deciding = _deciding_series(comparison.deciding)
+    training = deciding in (sig.LOSS, sig.EPOCH_LOSS)  # the training loss decided: its own panel
+    deciding = None if training else deciding
+    parted = comparison.parted_at_step
     if compares_per_step(run, baseline):
-        names = (sig.LOSS, *VALIDATION)
-        return Overlay(run.axis, sig.LOSS, _curves(run, names), _curves(baseline, names), parted_at_step)
-    names = (sig.EPOCH_LOSS, *VALIDATION)
-    ours, theirs = _by_epoch(run, names), _by_epoch(baseline, names)
-    return Overlay(sig.EPOCH_AXIS, sig.EPOCH_LOSS, ours, theirs, _epoch_of(run, parted_at_step))
+        names = (*VALIDATION, *([deciding] if deciding else []))
+        ours, theirs = _curves(run, names), _curves(baseline, names)
+        ours[sig.LOSS], theirs[sig.LOSS] = smoothed(run.series[sig.LOSS]), smoothed(baseline.series[sig.LOSS])
+        x, loss = run.axis, sig.LOSS
+    else:
+        names = (sig.EPOCH_LOSS, *VALIDATION, *([deciding] if deciding else []))
+        ours, theirs = _by_epoch(run, names), _by_epoch(baseline, names)
+        x, loss, parted = sig.EPOCH_AXIS, sig.EPOCH_LOSS, _epoch_of(run, parted)
+    deciding = loss if training else deciding
+    bands = {name: _band(name, series, loss, comparison.noise) for name, series in theirs.items()}
+    drawn = deciding if deciding in ours and deciding in theirs else None
+    return Overlay(x, loss, ours, theirs, parted, bands, drawn)
+
+
+def _deciding_series(metric: str | None) -> str | None:
+    """The series of the deciding metric ("val_accuracy": epoch_val_accuracy); "loss" where no
+    epochs were logged is the per-step loss."""
+    return METRIC_SERIES.get(metric) if metric is not None else None
+
+
+def _band(name: str, series: Series, loss: str, noise: Noise) -> Band:
+    """The training loss: as far as seeds' curves land apart (CURVE_NOISE, what the parting step
+    is judged on); an accuracy or a validation loss: the noise the verdict was judged against."""
+    values = series.values.astype(np.float64)
+    if name == loss:
+        factor = math.exp(CURVE_NOISE)
+        what = (
+            f"within {factor:.3g}x of the baseline's training loss either way: as far as two seeds' curves land apart"
+        )
+        return Band(series.steps, values / factor, values * factor, what + "; the run parted where it left the band")
+    if "accuracy" in name:
+        what = f"within {noise.accuracy:.2g} of the baseline's: as far as {noise.source} land apart"
+        return Band(series.steps, np.clip(values - noise.accuracy, 0, None), values + noise.accuracy, what)
+    factor = math.exp(noise.loss)
+    what = f"within {factor:.2g}x of the baseline's either way: as far as {noise.source} land apart"
+    return Band(series.steps, values / factor, values * factor, what)
 
 
 def _curves(signals: RunSignals, names: tuple[str, ...]) -> dict[str, Series]:

@@ -65,6 +65,11 @@ class DiagnosisCache:
                     pending.append(group)
             return diagnoses, pending
 
+    def names(self, ctx: tb_context.RequestContext) -> list[str]:
+        """Every run TensorBoard lists (diagnosed or not): a listing, no diagnosis."""
+        with self._lock:
+            return [group.name for group in self._reader.groups(ctx)]
+
     def one(self, run: str, ctx: tb_context.RequestContext) -> Diagnosis | None:
         """A fresh diagnosis of `run`, computed on the caller's thread if need be."""
         with self._lock:

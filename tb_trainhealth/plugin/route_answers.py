@@ -19,7 +19,9 @@ from tensorboard import context as tb_context
 from tensorboard import errors
 
 from tb_trainhealth.compare.baseline_pick import NAMED, Choice, marked_good, named_choice, pick_baseline
+from tb_trainhealth.compare.comparison import CODE as WORSE
 from tb_trainhealth.compare.comparison import Comparison, compare
+from tb_trainhealth.contract.events import ComparisonEvent
 from tb_trainhealth.diagnosis import Diagnosis
 from tb_trainhealth.plugin import compare_curves
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
@@ -82,10 +84,24 @@ def findings_answer(
         report = RunReport.told(run, None, [], [], file_problems(files, set()).get(run, []))
         if not report.errors:
             raise errors.NotFoundError(f"no run named {run[:200]!r}")
-        return {**report.to_json(), **_drawable(RunSignals(run))}
+        return {**report.to_json(), **_drawable(RunSignals(run)), "baseline_run": None}
     name = diagnosis.group.name
     report = RunReport.of(diagnosis, file_problems(files, {name}).get(name, []))
-    return {**report.to_json(), **_drawable(diagnosis.signals)}
+    baseline = (
+        _recorded_baseline(diagnosis, cache.names(ctx)) if any(f.code == WORSE for f in report.findings) else None
+    )
+    return {**report.to_json(), **_drawable(diagnosis.signals), "baseline_run": baseline}
+
+
+def _recorded_baseline(diagnosis: Diagnosis, runs: list[str]) -> str | None:
+    """The run of this logdir that `HealthCallback(baseline=PATH)` compared the run with: the one
+    PATH ends with (the callback records the path it was given, relative to where training ran)."""
+    comparisons = diagnosis.signals.events_of(ComparisonEvent)
+    if not comparisons:
+        return None
+    path = comparisons[-1].baseline.replace("\\", "/").rstrip("/")
+    found = [run for run in runs if run != diagnosis.group.name and (path == run or path.endswith("/" + run))]
+    return max(found, key=len) if found else None
 
 
 def _drawable(signals: RunSignals) -> dict[str, Any]:
@@ -173,13 +189,17 @@ def _compare_json(
     """The comparison's JSON and what the tab draws beside it (nothing without a baseline)."""
     curves, ratios = None, []
     if baseline is not None:
-        overlay = compare_curves.overlay(run, baseline, comparison.parted_at_step)
+        overlay = compare_curves.overlay(run, baseline, comparison)
         curves = {
             "x": overlay.x,
             "loss": overlay.loss,
             "parted_at": overlay.parted_at,
             "run": {name: _points(series, points) for name, series in overlay.run.items()},
             "baseline": {name: _points(series, points) for name, series in overlay.baseline.items()},
+            "bands": {name: _band_points(band, points) for name, band in overlay.bands.items()},
+            "deciding": overlay.deciding,
+            "panels": overlay.panels,
+            "evidence": overlay.evidence,
         }
         ratios = compare_curves.layer_grad_ratio(run, baseline)
     return {
@@ -199,6 +219,17 @@ def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any
 def _points(series: Series, points: int) -> dict[str, Any]:
     keep = downsample_index(series.values, points)
     return {"steps": series.steps[keep].tolist(), "values": _finite_or_none(series.values[keep])}
+
+
+def _band_points(band: compare_curves.Band, points: int) -> dict[str, Any]:
+    """A band evenly thinned to about `points` (it is smooth: no spike to keep)."""
+    keep = np.unique(np.linspace(0, len(band.steps) - 1, min(len(band.steps), points)).round().astype(int))
+    return {
+        "steps": band.steps[keep].tolist(),
+        "low": _finite_or_none(band.low[keep]),
+        "high": _finite_or_none(band.high[keep]),
+        "what": band.what,
+    }
 
 
 def _layer_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
