@@ -145,6 +145,7 @@ COMPARISON_KEYS = {
     "metrics",
     "findings",
     "deciding_metric",
+    "signal_changes",
 }
 
 
