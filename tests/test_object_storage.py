@@ -137,3 +137,16 @@ def test_diagnose_without_the_library_says_what_to_install():
     proc = python("-c", script)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "cannot reach s3://bucket/logs" in proc.stderr and "pip install 'tb-trainhealth[s3]'" in proc.stderr
+
+
+def test_multi_worker_run_in_a_bucket_is_one_run_written_by_the_chief(bucket):
+    """Two local workers of MultiWorkerMirroredStrategy (tf_keras) write into the bucket: the
+    chief's event file only (the other worker uploads nothing, no `worker_1` run), read by `diagnose` as one run."""
+    from test_tf_keras import multi_worker_run
+
+    chief, other = multi_worker_run(bucket.url("mw/run"), "clean")
+    assert chief.returncode == 0 and other.returncode == 0, chief.stderr[-2000:] + other.stderr[-2000:]
+    files = bucket.filesystem().find(f"{BUCKET}/mw", detail=False)
+    assert len(files) == 1 and "/mw/run/events.out.tfevents." in files[0], files
+    (run,) = diagnose_json(bucket.url("mw"))["runs"]
+    assert run["run"] == "run" and run["status"] == "ok" and run["event_counts"], run
