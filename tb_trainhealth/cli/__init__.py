@@ -16,24 +16,23 @@ from tb_trainhealth.cli.diagnose import diagnose_logdir
 from tb_trainhealth.cli.exit_status import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, fail
 from tb_trainhealth.cli.watch import watch_logdir
 from tb_trainhealth.read import tensorboard_private
-from tb_trainhealth.run_paths import is_local
+from tb_trainhealth.storage import readable_without_tensorflow
 
 __all__ = ["EXIT_ERROR", "EXIT_FINDINGS", "EXIT_OK", "build_parser", "diagnose_logdir", "main", "watch_logdir"]
 
 
-def _avoid_tensorflow_for_local_paths(paths: list[str]) -> None:
-    """Local logdirs need no TensorFlow: TensorBoard's stub reads them, ~2 s faster and quiet.
-
-    URLs (gs://, s3://, hdfs://) still go through TensorFlow's filesystems.
-    """
-    if all(is_local(path) for path in paths):
+def _avoid_tensorflow(paths: list[str]) -> None:
+    """Local logdirs, and buckets whose library is installed (`storage`), need no TensorFlow:
+    TensorBoard's stub reads them, ~2 s faster and quiet (and TensorFlow 2.21 has no s3://).
+    Anything else goes through TensorFlow's filesystems (gs:// without gcsfs, hdfs://)."""
+    if all(readable_without_tensorflow(path) for path in paths):
         tensorboard_private.read_without_tensorflow()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    _avoid_tensorflow_for_local_paths([path for name in args.path_arguments if (path := getattr(args, name))])
+    _avoid_tensorflow([path for name in args.path_arguments if (path := getattr(args, name))])
     from tb_trainhealth.read.logdir import LogdirError  # after the line above: it imports TensorBoard's tf
 
     try:

@@ -14,6 +14,7 @@ import importlib.resources
 import json
 import logging
 import re
+import sys
 from typing import Any
 
 from tensorboard import errors
@@ -181,6 +182,15 @@ def _int_param(request, name: str, default: int, low: int, high: int) -> int:
     return int(raw)
 
 
+def _say_if_the_bucket_is_unreadable(logdir: str) -> None:
+    """TensorBoard with TensorFlow refuses an s3:// logdir before any tab loads (TensorFlow 2.21
+    has none; its message points at tensorflow-io, not released for it): say what does work, first."""
+    if logdir and not is_local(logdir):
+        problem = route_answers.bucket_unreadable(logdir)
+        if problem:
+            print(f"tb-trainhealth: {problem}", file=sys.stderr)
+
+
 class HealthLoader(base_plugin.TBLoader):
     """Keeps every tb-trainhealth record under default flags; the user's --samples_per_plugin wins."""
 
@@ -189,6 +199,7 @@ class HealthLoader(base_plugin.TBLoader):
         if isinstance(samples, dict):
             samples.setdefault(tags.RECORDS_PLUGIN_NAME, 0)
             samples.setdefault(tags.PLUGIN_NAME, series.MAX_POINTS)  # what the rules see; records in full
+        _say_if_the_bucket_is_unreadable(getattr(flags, "logdir", "") or "")
 
     def load(self, context):
         return HealthPlugin(context)

@@ -9,6 +9,7 @@ beside its routes. So they can be tested, and reused, without a WSGI client.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
+from tensorboard.compat import tf as tb_tf
 
 from tb_trainhealth.compare.baseline_pick import NAMED, Choice, marked_good, named_choice, pick_baseline
 from tb_trainhealth.compare.comparison import CODE as WORSE
@@ -29,6 +31,7 @@ from tb_trainhealth.read import event_files
 from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
 from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.signals import RunSignals, Series
+from tb_trainhealth.storage import reader_problem
 
 MIN_POINTS = 2
 MAX_POINTS_SENT = 2000
@@ -57,8 +60,9 @@ def runs_answer(
 ) -> dict[str, Any]:
     """Every run's summary (LIST_KEYS of its report), worst first; runs still being diagnosed come
     last as "pending", and runs TensorBoard does not list at all (nothing in them readable) come
-    with their file errors. `logdir_problem`: why a local --logdir shows nothing (it does not exist,
-    or is not a folder), else null: "no runs" would send the user looking for a bug in training."""
+    with their file errors. `logdir_problem`: why the --logdir shows nothing (a local one does not
+    exist or is not a folder; TensorBoard has nothing here that reads a bucket's scheme), else
+    null: "no runs" would send the user looking for a bug in training."""
     diagnoses, pending = cache.all(ctx)
     problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
     reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
@@ -66,10 +70,18 @@ def runs_answer(
 
 
 def _missing(logdir: str) -> str | None:
-    if not logdir or not is_local(logdir) or os.path.isdir(logdir):
+    if logdir and not is_local(logdir):
+        return bucket_unreadable(logdir)
+    if not logdir or os.path.isdir(logdir):
         return None
     what = "is a file, not a folder" if os.path.exists(logdir) else "does not exist"
     return f"The logdir {logdir} {what}: TensorBoard was started with --logdir pointing at it."
+
+
+@functools.lru_cache(maxsize=8)
+def bucket_unreadable(logdir: str) -> str | None:
+    """Asked once per process (one request to the bucket): what is installed does not change."""
+    return reader_problem(logdir, tb_tf)
 
 
 def findings_answer(

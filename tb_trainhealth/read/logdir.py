@@ -12,6 +12,7 @@ from tensorboard.backend.event_processing import data_provider, plugin_event_mul
 from tensorboard.compat import tf as tb_tf
 from tensorboard.data import provider as tb_provider
 
+from tb_trainhealth import storage
 from tb_trainhealth.contract import series, tags
 from tb_trainhealth.read import data_server
 from tb_trainhealth.read.reader import SCALARS_PLUGIN
@@ -50,8 +51,7 @@ class LiveLogdir:
     """
 
     def __init__(self, logdir: str):
-        if not tb_tf.io.gfile.isdir(logdir):
-            raise LogdirError(f"not a directory: {logdir}")
+        _require_directory(logdir)
         self.logdir = logdir
         self.multiplexer = plugin_event_multiplexer.EventMultiplexer(
             tensor_size_guidance=SAMPLES_PER_PLUGIN,
@@ -90,8 +90,7 @@ def followed_logdir(
     reload_seconds: how often the data server re-reads the logdir by itself (None: never);
     `reload()` re-reads it now where the Python loader is used instead, and does nothing
     for the data server."""
-    if not tb_tf.io.gfile.isdir(logdir):
-        raise LogdirError(f"not a directory: {logdir}")
+    _require_directory(logdir)
     with contextlib.ExitStack() as stack:
         provider = None
         if is_local(logdir):
@@ -104,6 +103,15 @@ def followed_logdir(
         else:
             live = LiveLogdir(logdir)
             yield live.provider, live.reload
+
+
+def _require_directory(logdir: str) -> None:
+    """A bucket no installed library reads is said with what to install, not "not a directory"."""
+    problem = storage.reader_problem(logdir, tb_tf)
+    if problem:
+        raise LogdirError(problem.replace("TensorBoard cannot", "cannot", 1))
+    if not tb_tf.io.gfile.isdir(logdir):
+        raise LogdirError(f"not a directory: {logdir}")
 
 
 def unreadable_directories(logdir: str) -> list[tuple[str, str]]:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth.callback.record import summary_bytes
+from tb_trainhealth.callback.record import bucket_mirror, summary_bytes
 from tb_trainhealth.contract import tags
 
 logger = logging.getLogger(__name__)
@@ -64,10 +64,16 @@ def _write(writer: tf.Tensor, tag: str, value: Any, step: Any, metadata: bytes) 
 
 class HealthWriter:
     def __init__(self, log_dir: str):
+        # A bucket fsspec reaches is written through a local folder (`bucket_mirror`).
+        self._mirror = bucket_mirror.for_log_dir(log_dir)
         # A summary writer resource of our own (what tf.summary.create_file_writer makes).
         self._handle = tf.raw_ops.SummaryWriter(shared_name=f"tb_trainhealth_{uuid.uuid4().hex}", container="")
         tf.raw_ops.CreateSummaryFileWriter(
-            writer=self._handle, logdir=log_dir, max_queue=MAX_QUEUE, flush_millis=FLUSH_MILLIS, filename_suffix=".v2"
+            writer=self._handle,
+            logdir=self._mirror.local_dir if self._mirror else log_dir,
+            max_queue=MAX_QUEUE,
+            flush_millis=FLUSH_MILLIS,
+            filename_suffix=".v2",
         )
         self._closed = False
         self._queued: collections.deque[futures.Future] = collections.deque()
@@ -153,6 +159,13 @@ class HealthWriter:
         summaries = summary_bytes.row_summaries(len(steps), columns)
         _write_raw_rows(self._handle, tf.constant(steps), tf.constant(summaries, tf.string))
         self._described.update(column.tag for column in columns if column.first_head is not None)
+        self._upload_if_due()
+
+    def _upload_if_due(self) -> None:
+        """On the writer's thread: a bucket's copy follows the run every UPLOAD_SECONDS."""
+        if self._mirror is not None and self._mirror.due():
+            tf.raw_ops.FlushSummaryWriter(writer=self._handle)
+            self._mirror.upload()
 
     def _column(
         self, tag: str, metadata: bytes, shape: tuple, values: np.ndarray, present: np.ndarray | None = None
@@ -183,6 +196,7 @@ class HealthWriter:
     def _write_json_now(self, tag: str, step: int, text: str) -> None:
         _write(self._handle, tag, tf.constant(text), tf.constant(step, tf.int64), _RECORD_METADATA)
         tf.raw_ops.FlushSummaryWriter(writer=self._handle)
+        self._upload_if_due()
 
     def write_alive(self, step: int, seconds: float) -> None:
         """The watchdog's heartbeat (`tags.TAG_ALIVE`), flushed with everything before it."""
@@ -195,6 +209,8 @@ class HealthWriter:
             self._wait()
             if not self._closed:
                 tf.raw_ops.FlushSummaryWriter(writer=self._handle)
+                if self._mirror is not None:  # sent behind the caller's back, in turn with the writes
+                    self._submit_now(self._mirror.upload)
 
     def close(self) -> None:
         with self._lock:
@@ -205,6 +221,9 @@ class HealthWriter:
                     self._closed = True
                     tf.raw_ops.CloseSummaryWriter(writer=self._handle)
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
+                    if self._mirror is not None:
+                        self._submit_now(self._mirror.finish)
+                        self._wait()
 
 
 def _row_layout(dense: dict[str, np.ndarray]) -> tuple[str, ...]:
