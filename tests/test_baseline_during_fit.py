@@ -36,7 +36,8 @@ def _data(classifier: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _train(log_dir: str, *, seed: int = 0, classifier: bool = True, learning_rate: float = GOOD_RATE,
-           schedule=None, baseline: str | None = None, found: list | None = None) -> HealthCallback:  # fmt: skip
+           schedule=None, baseline: str | None = None, found: list | None = None,
+           after: list | None = None) -> HealthCallback:  # fmt: skip
     keras.utils.set_random_seed(seed)
     x, y = _data(classifier)
     head = keras.layers.Dense(3, activation="softmax") if classifier else keras.layers.Dense(1)
@@ -47,6 +48,7 @@ def _train(log_dir: str, *, seed: int = 0, classifier: bool = True, learning_rat
         log_dir, verbose=False, baseline=baseline, on_finding=None if found is None else found.append
     )
     callbacks = [health] if schedule is None else [keras.callbacks.LearningRateScheduler(schedule), health]
+    callbacks += after or []  # (their hooks run after the HealthCallback's)
     model.fit(x, y, epochs=EPOCHS, batch_size=32, validation_split=0.25, verbose=0, callbacks=callbacks)
     return health
 
@@ -68,8 +70,15 @@ def baselines(tmp_path_factory) -> dict[str, str]:
 
 def test_a_learning_rate_1000x_too_small_is_said_behind_before_the_last_epoch(baselines, tmp_path):
     found: list[Finding] = []
-    health = _train(str(tmp_path / "tiny"), learning_rate=GOOD_RATE / 1000, baseline=baselines["classifier"],
-                    found=found)  # fmt: skip
+    log_dir, read_mid_fit = str(tmp_path / "tiny"), []
+
+    def read_the_files(epoch: int, logs: dict) -> None:  # what `watch` and the live tab read
+        if epoch == EPOCHS - 2:
+            (report,) = diagnose_logdir(log_dir)
+            read_mid_fit.extend(f for f in report.findings if f.code == "worse_than_baseline")
+
+    health = _train(log_dir, learning_rate=GOOD_RATE / 1000, baseline=baselines["classifier"], found=found,
+                    after=[keras.callbacks.LambdaCallback(on_epoch_end=read_the_files)])  # fmt: skip
     last_step = health._run.step
     during = [e for e in _comparisons(health) if e.during_fit]
     assert [e.verdict for e in during] == ["worse"]  # said once, not at every epoch
@@ -80,8 +89,10 @@ def test_a_learning_rate_1000x_too_small_is_said_behind_before_the_last_epoch(ba
     # Live: on_finding got it during the fit, with the step from which the run is behind.
     live = [f for f in found if f.code == "worse_than_baseline"]
     assert live and live[0].title == behind.finding["title"] and live[0].step < last_step
+    # The event files, read during the fit, say it too (`watch`, the live Health tab).
+    assert [f.title for f in read_mid_fit] == [behind.finding["title"]]
     # The read side: the end-of-fit verdict is current, and it says since when the run was behind.
-    (result,) = diagnose_logdir(str(tmp_path / "tiny"))
+    (result,) = diagnose_logdir(log_dir)
     (worse,) = [f for f in result.findings if f.code == "worse_than_baseline"]
     assert worse.title.startswith("Worse than baseline")
     assert f"Behind the baseline since step {behind.step}." in worse.detail
