@@ -10,16 +10,17 @@ import dataclasses
 import keras
 import numpy as np
 import pytest
-from test_compare import run_of
+from test_compare import SETTINGS, run_of
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.cli import diagnose_logdir
+from tb_trainhealth.compare.comparison import behind_finding
 from tb_trainhealth.compare.noise import Verdict
-from tb_trainhealth.compare.so_far import Yardstick, judged_so_far
+from tb_trainhealth.compare.so_far import Yardstick, cut_at, judged_so_far
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import ComparisonEvent
 from tb_trainhealth.findings import Finding
-from tb_trainhealth.signals import Series
+from tb_trainhealth.signals import RunSignals, Series
 
 SAMPLES = 1200
 EPOCHS = 6
@@ -157,3 +158,31 @@ def test_a_run_most_of_an_epoch_behind_a_steep_baseline_is_within_its_own_move()
     gap = baseline.series[sig.EPOCH_VAL_ACCURACY].values[1] - late[1]
     assert gap > 0.06  # beyond two seeds' noise at the end of a run...
     assert judged is not None and judged.judgement.verdict is Verdict.SAME  # ...not beyond the baseline's move there
+
+
+def test_a_baseline_with_epochs_only_is_judged_epoch_by_epoch():
+    full = run_of("base", epochs=10)  # its epochs end at steps 40, 80, ...: read back as epochs 1, 2, ...
+    epochs_only = RunSignals(
+        "keras_only",
+        series={name: Series(np.arange(1, 11), full.series[name].values) for name in (sig.EPOCH_LOSS,
+                sig.EPOCH_ACCURACY, sig.EPOCH_VAL_ACCURACY)},
+        axis=sig.EPOCH_AXIS,
+    )  # fmt: skip
+    stuck = run_of("stuck", val_accuracy=0.3, epochs=10).before(3 * 40 + 1)
+    judged = judged_so_far(stuck, epochs_only, Yardstick.of(stuck, epochs_only))
+    assert judged is not None and judged.judgement.verdict is Verdict.WORSE
+    assert (judged.run_end, judged.baseline_end) == (120, 3)
+    twin = full.before(3 * 40 + 1)
+    judged = judged_so_far(twin, epochs_only, Yardstick.of(twin, epochs_only))
+    assert judged is not None and judged.judgement.verdict is Verdict.SAME
+
+
+def test_mid_fit_a_run_without_its_end_of_fit_is_not_taken_for_one_that_stopped_early():
+    baseline = run_of("base", epochs=10)
+    settings = dict(SETTINGS, epochs=30, learning_rate=1e-4)  # planned for longer, at a 10x smaller rate
+    still_training = dataclasses.replace(run_of("run", settings, val_accuracy=0.4, epochs=10), events=[])
+    judged = judged_so_far(cut_at(still_training, 120), baseline, Yardstick.of(still_training, baseline))
+    assert judged is not None and judged.judgement.verdict is Verdict.WORSE
+    finding = behind_finding(cut_at(still_training, 120), cut_at(baseline, 120), judged.judgement, since=120)
+    assert finding.title.startswith("Behind baseline base since step 120: likely cause learning_rate")
+    assert "stopped after fewer epochs" not in finding.detail

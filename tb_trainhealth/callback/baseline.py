@@ -56,7 +56,7 @@ class BaselineWatch:
         """The run so far against the baseline at the same step: an event where the verdict
         changed (now clearly behind, or caught up), else None."""
         from tb_trainhealth.compare.comparison import behind_finding
-        from tb_trainhealth.compare.so_far import judged_so_far
+        from tb_trainhealth.compare.so_far import cut_at, judged_so_far
 
         baseline = self._read(run)
         if baseline is None or self._stick is None:
@@ -72,7 +72,7 @@ class BaselineWatch:
             self._behind_since = None
             return ComparisonEvent(step, baseline.signals.run, verdict, why, during_fit=True)
         self._behind_since = step
-        ours, theirs = run.before(judged.run_end + 1), baseline.signals.before(judged.baseline_end + 1)
+        ours, theirs = cut_at(run, judged.run_end), cut_at(baseline.signals, judged.baseline_end)
         finding = behind_finding(ours, theirs, judged.judgement, since=step)
         return ComparisonEvent(step, baseline.signals.run, verdict, why, finding.to_dict(), during_fit=True)
 

@@ -21,6 +21,7 @@ from tb_trainhealth.compare.curves import METRICS, MetricPair, shared_metrics
 from tb_trainhealth.compare.noise import Judgement, Noise, deciding_metric, judge
 from tb_trainhealth.compare.settings_diff import changed_settings
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.signals import RunSignals, Series
 
 # Epochs both runs must have reached before the run is judged: after one epoch two seeds of one
@@ -80,6 +81,13 @@ def judged_so_far(run: RunSignals, baseline: RunSignals, stick: Yardstick) -> So
     judgement = judge([deciding], stick.loss_start, stick.losses_comparable, noise)
     why = f"at {run.at(run_end)}, {judgement.why}"
     return SoFar(dataclasses.replace(judgement, why=why), run_end, baseline_end)
+
+
+def cut_at(signals: RunSignals, end: int) -> RunSignals:
+    """The run as it was at `end`, for the finding: every series cut, and no end of fit (a run still
+    training has none yet; a baseline's would read as "the run stopped after fewer epochs")."""
+    cut = signals.before(end + 1)
+    return dataclasses.replace(cut, events=[e for e in cut.events if not isinstance(e, FitEndEvent)])
 
 
 def _metrics_up_to(signals: RunSignals, end: int) -> RunSignals:
