@@ -1,33 +1,95 @@
 """`HealthCallback(baseline=...)`: this run, as recorded so far, against a known-good run on disk.
 
 The comparison itself is the read side's (`tb_trainhealth.compare`); this module only turns it
-into the event the run keeps, so `diagnose`, `watch` and the Health tab see the same verdict.
-A baseline that cannot be read is an `unknown` verdict with the reason, never an error.
+into the events the run keeps, so `diagnose`, `watch` and the Health tab see the same verdict.
+One `BaselineWatch` per fit reads and diagnoses the baseline once, at the first epoch end; each
+epoch end then judges the run so far against it at the same step (`compare.so_far`: ~0.4 ms,
+`python bench/baseline_per_epoch.py`), and records an event only when that verdict changes. The comparison at the end of the fit is the final word. A baseline that cannot be read
+is an `unknown` verdict with the reason at the end of the fit, never an error.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from tb_trainhealth import engine
 from tb_trainhealth.contract.events import ComparisonEvent
 from tb_trainhealth.signals import RunSignals
 
+if TYPE_CHECKING:
+    from tb_trainhealth.compare.so_far import Yardstick
+    from tb_trainhealth.diagnosis import Diagnosis
 
-def compare_with_baseline(run: RunSignals, baseline_dir: str, step: int) -> ComparisonEvent:
-    # Here, not at import: a callback without a baseline never loads the read side's loaders.
-    from tb_trainhealth.compare.comparison import CODE, compare
-    from tb_trainhealth.compare.noise import Verdict
-    from tb_trainhealth.compare.runs import RunNotComparable, diagnosed_directory
 
-    try:
-        baseline = diagnosed_directory(baseline_dir, "baseline")
-    except RunNotComparable as err:
-        return ComparisonEvent(step=step, baseline=baseline_dir, verdict=Verdict.UNKNOWN.value, why=str(err))
-    comparison = compare(run, baseline.signals, engine.diagnose(run, final=True), baseline.findings)
-    finding = next((f for f in comparison.findings if f.code == CODE), None)
-    return ComparisonEvent(
-        step=step,
-        baseline=comparison.baseline,
-        verdict=comparison.verdict.value,
-        why=comparison.why,
-        finding=finding.to_dict() if finding is not None else None,
-    )
+class BaselineWatch:
+    """One fit's comparisons with the baseline at `path`."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._baseline: Diagnosis | None = None
+        self._unreadable: str | None = None  # why the baseline could not be read
+        self._stick: Yardstick | None = None
+        self._behind_since: int | None = None  # the step from which the run is behind; None: not behind
+        self._started = False
+
+    def _read(self, run: RunSignals) -> Diagnosis | None:
+        """The baseline, read and diagnosed at the first call only (here, not at import: a callback
+        without a baseline never loads the read side's loaders)."""
+        if self._started:
+            return self._baseline
+        from tb_trainhealth.compare.runs import RunNotComparable, diagnosed_directory
+        from tb_trainhealth.compare.so_far import Yardstick
+
+        self._started = True
+        earlier = run.events_of(ComparisonEvent)  # an earlier fit of this run said it was behind
+        if earlier and earlier[-1].verdict == "worse":
+            self._behind_since = earlier[-1].step
+        try:
+            self._baseline = diagnosed_directory(self.path, "baseline")
+        except RunNotComparable as err:
+            self._unreadable = str(err)
+            return None
+        self._stick = Yardstick.of(run, self._baseline.signals)
+        return self._baseline
+
+    def epoch_end(self, run: RunSignals, step: int) -> ComparisonEvent | None:
+        """The run so far against the baseline at the same step: an event where the verdict
+        changed (now clearly behind, or caught up), else None."""
+        from tb_trainhealth.compare.comparison import behind_finding
+        from tb_trainhealth.compare.so_far import cut_at, judged_so_far
+
+        baseline = self._read(run)
+        if baseline is None or self._stick is None:
+            return None
+        judged = judged_so_far(run, baseline.signals, self._stick)
+        if judged is None:
+            return None
+        behind = judged.judgement.verdict.value == "worse"
+        if behind == (self._behind_since is not None):
+            return None
+        verdict, why = judged.judgement.verdict.value, judged.judgement.why
+        if not behind:
+            self._behind_since = None
+            return ComparisonEvent(step, baseline.signals.run, verdict, why, during_fit=True)
+        self._behind_since = step
+        ours, theirs = cut_at(run, judged.run_end), cut_at(baseline.signals, judged.baseline_end)
+        finding = behind_finding(ours, theirs, judged.judgement, since=step)
+        return ComparisonEvent(step, baseline.signals.run, verdict, why, finding.to_dict(), during_fit=True)
+
+    def end(self, run: RunSignals, step: int) -> ComparisonEvent:
+        """The whole run against the whole baseline: the verdict that stays (seconds)."""
+        from tb_trainhealth.compare.comparison import CODE, compare
+        from tb_trainhealth.compare.noise import Verdict
+
+        baseline = self._read(run)
+        if baseline is None:
+            why = self._unreadable or "the baseline could not be read"
+            return ComparisonEvent(step=step, baseline=self.path, verdict=Verdict.UNKNOWN.value, why=why)
+        # (the run's own comparisons so far are this one's, not an earlier verdict to set aside)
+        own = [f for f in engine.diagnose(run, final=True) if f.code != CODE]
+        comparison = compare(run, baseline.signals, own, baseline.findings)
+        finding = next((f for f in comparison.findings if f.code == CODE), None)
+        found = finding.to_dict() if finding is not None else None
+        if found is not None and self._behind_since is not None:
+            found["detail"] = f"{found['detail']} Behind the baseline since {run.at(self._behind_since)}."
+        return ComparisonEvent(step, comparison.baseline or self.path, comparison.verdict.value, comparison.why, found)

@@ -16,7 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from tb_trainhealth.callback import fit_context
-from tb_trainhealth.callback.baseline import compare_with_baseline
+from tb_trainhealth.callback.baseline import BaselineWatch
 from tb_trainhealth.callback.frameworks.keras_private import fit_data_adapter
 from tb_trainhealth.callback.frameworks.tested_versions import newer_than_tested_note
 from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras, keras_of, steps_per_execution
@@ -59,9 +59,10 @@ class FitSession:
         measure_input: bool,
         preflight: bool,
         on_crash: Callable[[BaseException, str], None],
+        baseline: str | None = None,
     ):
         """owner: the callback (not one of the fit's other callbacks); on_crash(error, phase):
-        records an exception that ends training."""
+        records an exception that ends training; baseline: a known-good run's log_dir to compare with."""
         self.model, self.params, self.run, self.guard = model, params, run, guard
         self.watch = run.watch
         self._owner, self._measure_input, self._preflight, self._on_crash = owner, measure_input, preflight, on_crash
@@ -73,6 +74,7 @@ class FitSession:
         self.reads = ReadBack(self.clock, self.input, legacy=False)
         self.base_step = run.step  # the step this fit started at
         self.fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
+        self.baseline = BaselineWatch(baseline) if baseline is not None else None
 
     # -- set-up ---------------------------------------------------------------------------
     def start(self) -> bool:
@@ -211,18 +213,20 @@ class FitSession:
             if run.diagnosis_due():  # unless a diagnosis is about to judge every step so far
                 self.read_back_rows()
         self._record_epoch(epoch, logs)
+        if self.baseline is not None:
+            self.guard.run(Part.BASELINE, self._compare_so_far)
         if self.checks is not None:
             self.checks.measure_activations(run.step, epoch)
         run.diagnose_if_due(self.model)
 
-    def end(self, baseline: str | None) -> None:
+    def end(self) -> None:
         """Train end: the activations as the last diagnosis will judge them, the fit's end record,
         and the comparison with a known-good run."""
         if self.checks is not None:
             self.checks.measure_activations(self.run.step, self.run.epoch, final=True)
         self._record_fit_end()
-        if baseline is not None:
-            self.guard.run(Part.BASELINE, self._compare_with_baseline, baseline)
+        if self.baseline is not None:
+            self.guard.run(Part.BASELINE, self._compare_with_baseline)
 
     def close(self) -> None:
         """The fit is over (train end, a crash, exit): the last rows are read, and the model gets
@@ -270,10 +274,19 @@ class FitSession:
             run = self.run
             recording.event(fit_context.fit_end(run.step, self.model, self.fit_callbacks, run.epoch + 1, self.params))
 
-    def _compare_with_baseline(self, baseline: str) -> None:
-        """Read the baseline from disk and compare this run's in-memory copy with it (seconds)."""
-        recording = self.run.recording
-        if recording is None:
+    def _compare_so_far(self) -> None:
+        """At an epoch end: the run so far against the baseline at the same step (the baseline is
+        read once, at the first); recorded only when that verdict changes."""
+        recording, watch = self.run.recording, self.baseline
+        if recording is not None and watch is not None:
+            event = watch.epoch_end(recording.signals(), self.run.step)
+            if event is not None:
+                recording.event(event)
+
+    def _compare_with_baseline(self) -> None:
+        """Compare this run's in-memory copy with the baseline, whole (seconds): the final verdict."""
+        recording, watch = self.run.recording, self.baseline
+        if recording is None or watch is None:
             return
         self.read_back_rows()
-        recording.event(compare_with_baseline(recording.signals(), baseline, self.run.step))
+        recording.event(watch.end(recording.signals(), self.run.step))

@@ -127,7 +127,7 @@ def compare(
     )  # fmt: skip
 
 
-def _signals_text(signals: list[SignalChange], lead: bool) -> str:
+def _signals_text(signals: Sequence[SignalChange], lead: bool) -> str:
     """The health signals that moved, as a sentence: where no setting changed, the only name the
     change has."""
     if not signals:
@@ -139,13 +139,23 @@ def _signals_text(signals: list[SignalChange], lead: bool) -> str:
     return f" The health signals moved beyond what seeds move them: {said}{more}."
 
 
+def behind_finding(run: RunSignals, baseline: RunSignals, judgement: Judgement, since: int) -> Finding:
+    """During a fit: the `worse_than_baseline` finding of a run clearly behind the baseline at
+    `since` (both runs cut there), with the changed settings, likely culprit first."""
+    changes = changed_settings(run.settings, baseline.settings, run.info, baseline.info)
+    parted = parting_step(run, baseline, CURVE_NOISE, worse=True)
+    evidence = _evidence(run, baseline, parted, judgement)
+    ranked = culprit.ranked(changes, evidence)
+    return _worse_finding(run, baseline, judgement, ranked, parted, evidence, since=since)
+
+
 def _earlier_verdict(recorded: Finding | None, verdict: Verdict) -> str:
-    """Where the callback recorded 'worse' at the end of fit and this comparison says otherwise:
+    """Where the callback recorded 'worse' (at the end of fit, or during a fit) and this comparison says otherwise:
     which is current, and why they may differ."""
     if recorded is None or verdict is Verdict.WORSE:
         return ""
     return (
-        f' (At the end of fit the callback recorded "{recorded.title}"; this verdict, from the runs as they'
+        f' (The callback recorded "{recorded.title}"; this verdict, from the runs as they'
         " are now, replaces it: the baseline or the code may have changed since.)"
     )
 
@@ -202,15 +212,8 @@ def _judged(
     if broke:
         finding = next(f for f in run_findings if f.code in broke)
         return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
-    loss_changed = (
-        any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes)
-        or (None not in (run.info.loss, baseline.info.loss) and run.info.loss != baseline.info.loss)
-        or targets_rescaled(changes)  # (the same loss on targets of another scale: another yardstick)
-    )
-    loss = baseline.get(sig.LOSS) or baseline.get(sig.EPOCH_LOSS)
-    start = head_level(loss.values) if loss is not None else None
-    noise = DRAWS if resampled(changes, baseline.settings.settings) else SEEDS
-    judgement = judge(metrics, start, losses_comparable=not loss_changed, noise=noise)
+    losses_comparable, noise = yardstick(run, baseline, changes)
+    judgement = judge(metrics, loss_start(baseline), losses_comparable, noise)
     if judgement.verdict is not Verdict.UNKNOWN:
         return judgement
     found = _set_up_wrong(run_findings) - _set_up_wrong(baseline_findings)
@@ -226,6 +229,23 @@ def _judged(
     if all(gain is not None and gain <= 1 + GAIN_SLACK for gain in gains):
         return judge_gains(*gains)
     return judgement
+
+
+def yardstick(run: RunSignals, baseline: RunSignals, changes: list[Change]) -> tuple[bool, Noise]:
+    """Whether the runs' losses compare (not another loss, nor targets of another scale), and the
+    noise between them: seeds, or draws of the data too."""
+    loss_changed = (
+        any(culprit.key_of(c.setting) in ("loss", "label_smoothing", "from_logits") for c in changes)
+        or (None not in (run.info.loss, baseline.info.loss) and run.info.loss != baseline.info.loss)
+        or targets_rescaled(changes)  # (the same loss on targets of another scale: another yardstick)
+    )
+    return not loss_changed, DRAWS if resampled(changes, baseline.settings.settings) else SEEDS
+
+
+def loss_start(baseline: RunSignals) -> float | None:
+    """Where the baseline's loss started: the scale against which a tiny loss counts as converged."""
+    loss = baseline.get(sig.LOSS) or baseline.get(sig.EPOCH_LOSS)
+    return head_level(loss.values) if loss is not None else None
 
 
 def _broken(findings: list[Finding]) -> set[str]:
@@ -279,14 +299,16 @@ def _worse_finding(
     ranked: list[Change],
     parted: int | None,
     evidence: culprit.Evidence,
-    signals: list[SignalChange],
+    signals: Sequence[SignalChange] = (),
+    since: int | None = None,
 ) -> Finding:
+    """since: during a fit, the step from which the run is clearly behind (the finding's step)."""
     named = ranked[:NAMED_CULPRITS]
+    title = f"Worse than baseline {baseline.run}"
+    if since is not None:
+        title = f"Behind baseline {baseline.run} since {run.at(since)}"
     if named:
-        lead = named[0]
-        title = f"Worse than baseline {baseline.run}: likely cause {fix_text.change_text(lead).replace(':', '', 1)}"
-    else:
-        title = f"Worse than baseline {baseline.run}"
+        title += f": likely cause {fix_text.change_text(named[0]).replace(':', '', 1)}"
     where = f" The training loss left the baseline's band at {run.at(parted)}." if parted is not None else ""
     reasons = " ".join(f"{c.setting}: {culprit.why(c, evidence)}." for c in named)
     others = f" {len(ranked) - len(named)} other setting(s) changed too." if len(ranked) > len(named) else ""
@@ -302,7 +324,7 @@ def _worse_finding(
     return Finding(
         code=CODE,
         severity=Severity.WARNING,
-        step=parted,
+        step=parted if since is None else since,
         title=title,
         detail=detail,
         evidence=Evidence(series=series, start_step=parted, facts=facts),

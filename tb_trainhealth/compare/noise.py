@@ -85,8 +85,7 @@ def judge(
 
     loss_start: the baseline's first loss, the scale against which a tiny loss counts as converged.
     noise: how far apart runs of one set-up land (seeds, or draws of the data too)."""
-    accuracies = [pair for pair in metrics if pair.higher_is_better]
-    deciding = accuracies[0] if accuracies else (metrics[0] if metrics and losses_comparable else None)
+    deciding = deciding_metric(metrics, losses_comparable)
     if deciding is None:
         why = (
             "the runs share no metric"
@@ -107,6 +106,12 @@ def judge(
         _describe(deciding, "within run-to-run noise of") + f" (noise: up to {band} between {noise.source})",
         noise,
     )
+
+
+def deciding_metric(metrics: list[MetricPair], losses_comparable: bool = True) -> MetricPair | None:
+    """The metric a verdict is judged on (see `judge`), or None where none can decide."""
+    accuracies = [pair for pair in metrics if pair.higher_is_better]
+    return accuracies[0] if accuracies else (metrics[0] if metrics and losses_comparable else None)
 
 
 def judge_gains(run_gain: float, baseline_gain: float) -> Judgement:

@@ -291,14 +291,18 @@ class FindingEvent(Event):
 @dataclasses.dataclass(frozen=True)
 class ComparisonEvent(Event):
     """`HealthCallback(baseline=...)`: the run compared with the baseline at the end of a fit
-    (`tb_trainhealth.compare`); `finding` is the `worse_than_baseline` finding, where it was worse."""
+    (`tb_trainhealth.compare`), or during one (`during_fit`: the run so far against the baseline
+    at the same step, recorded when that verdict changes); `finding` is the `worse_than_baseline`
+    finding, where it was worse. The latest one is the current verdict."""
 
     kind: ClassVar[EventKind] = EventKind.COMPARISON
+    urgent: ClassVar[bool] = True  # said at once, not at the next scheduled diagnosis
 
     baseline: str
     verdict: str  # "worse", "same", "better", "unknown"
     why: str = ""
     finding: dict[str, Any] | None = None
+    during_fit: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

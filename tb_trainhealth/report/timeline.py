@@ -73,6 +73,9 @@ def _text(event: Event) -> str | None:
             planned = f"/{event.epochs_planned}" if event.epochs_planned is not None else ""
             epochs = f" after {event.epochs_run}{planned} epochs" if event.epochs_run is not None else ""
             return ("fit stopped early" if event.stopped_early else "fit ended") + epochs
+        case ComparisonEvent(during_fit=True):
+            how = "behind" if event.verdict == "worse" else "no longer behind"
+            return f"{how} baseline {event.baseline} at the same step"
         case ComparisonEvent():
             return f"compared with baseline {event.baseline}: {event.verdict}"
         case ActivationsEvent() | WeightInitEvent():
