@@ -118,6 +118,10 @@ class LintEvent(Event):
     input_min: float | None = None
     input_max: float | None = None
     class_counts: tuple[float, ...] = ()  # label_statistics, classification
+    # label_statistics, one class per sample: how many classes each sampled batch held, of how many rows
+    # (batches read in class order hold one; shuffled ones nearly every class: rules/batch_order.py).
+    batch_classes: tuple[int, ...] = ()
+    batch_rows: tuple[int, ...] = ()
     count: int | None = None  # label_statistics, regression / binary: targets sampled
     mean: float | None = None
     variance: float | None = None

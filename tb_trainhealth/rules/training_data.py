@@ -16,6 +16,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.rules.batch_order import batches_in_class_order
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.label_fit import label_lint_findings, negative_loss
 from tb_trainhealth.series_math import finite_part
@@ -261,7 +262,7 @@ def labels_unrelated_by_loss(run: RunSignals) -> list[Finding]:
 def check_label_problem(run: RunSignals) -> list[Finding]:
     found = label_lint_findings(run) + negative_loss(run) + validation_never_seen(run)
     first = found or labels_unrelated(run) or class_mix_differs(run) or class_shares_differ(run)
-    return first + conflicting_duplicates(run)
+    return first + conflicting_duplicates(run) + batches_in_class_order(run)
 
 
 # Training labels dominated by one class (at least DOMINANT_SHARE of them, from the label statistics)

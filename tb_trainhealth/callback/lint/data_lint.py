@@ -169,6 +169,7 @@ class BatchLint:
         self.ignore_class = ignore_class_of(model)
         self.batches_seen = 0
         self._class_counts: np.ndarray | None = None
+        self._batch_classes: list[tuple[int, int]] = []  # (classes, rows) of each batch, one class per sample
         self._moments = np.zeros(3)  # count, sum, sum of squares of regression targets / binary labels
         self._targets: list[np.ndarray] = []  # the first batches' labels, for the constant yardstick
         self._statistics_given = False
@@ -244,8 +245,12 @@ class BatchLint:
             )
             if one_hot and labels.ndim >= 2 and labels.shape[-1] > 1:  # one-hot (or soft) labels
                 counts = labels.reshape(-1, labels.shape[-1]).sum(axis=0)
+                if labels.ndim == 2:
+                    self._batch_classes.append((len(np.unique(labels.argmax(axis=-1))), len(labels)))
             elif is_integral(labels) and labels.min() >= 0 and labels.max() < MAX_TRACKED_CLASSES:
                 counts = np.bincount(labels.astype(np.int64).reshape(-1))
+                if labels.ndim == 1 or labels.shape[1:] == (1,):
+                    self._batch_classes.append((len(np.unique(labels)), len(labels)))
             else:
                 return
             if self._class_counts is None:
@@ -267,7 +272,15 @@ class BatchLint:
         base = {"loss": self.loss, "units": self.units, "batches": self.batches_seen, **self._constant()}
         if self._class_counts is not None and self._class_counts.sum() > 0:
             counts = self._class_counts
-            stats = LintEvent(0, LintCheck.LABEL_STATISTICS, class_counts=tuple(counts.tolist()), **base)
+            classes, rows = zip(*self._batch_classes) if self._batch_classes else ((), ())
+            stats = LintEvent(
+                0,
+                LintCheck.LABEL_STATISTICS,
+                class_counts=tuple(counts.tolist()),
+                batch_classes=classes,
+                batch_rows=rows,
+                **base,
+            )
             top = int(np.argmax(counts))
             share = float(counts[top] / counts.sum())
             classes_expected = max(self.units or 0, len(counts))
