@@ -21,6 +21,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from tensorboard_process import stop
+
 BUCKET = "health-logs"
 SCHEMES = ("s3", "gs")
 
@@ -94,12 +96,7 @@ def running_emulator(scheme: str) -> Iterator[Emulator]:
             emulator.filesystem().mkdir(BUCKET)
         yield emulator
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=10)
 
 
 @contextlib.contextmanager

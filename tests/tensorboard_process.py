@@ -52,11 +52,17 @@ def running_tensorboard(
                 time.sleep(0.5)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
+
+
+def stop(process: subprocess.Popen, timeout: float = 20) -> None:
+    """Terminate a server this test started; kill it where it does not end within `timeout`."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_for(predicate, timeout: float = 60.0, interval: float = 1.0):
