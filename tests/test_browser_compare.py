@@ -86,6 +86,31 @@ def test_picking_the_baseline_shows_worse_the_learning_rate_first_and_both_curve
     assert page.console_errors == []
 
 
+def test_the_health_signals_that_moved_are_listed_under_the_settings_and_nothing_when_none_did(page):
+    """tiny_lr's 1000x smaller rate left its layers' update ratios orders of magnitude below base's:
+    the compare section lists the route's sentences, each naming its layer; a copy of base moved none."""
+    frame = health_frame(page)
+    view = open_run(frame, "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("run:base")
+    moved = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare?run=tiny_lr&baseline=base")
+    assert moved["signal_changes"], moved["signal_changes"]  # the pair this test needs
+    items = view.locator("[data-testid=compare] [data-testid=compare-signals] li")
+    items.first.wait_for()
+    assert [items.nth(i).inner_text() for i in range(items.count())] == [c["text"] for c in moved["signal_changes"]]
+    for i, change in enumerate(moved["signal_changes"]):
+        assert items.nth(i).inner_text().startswith(change["layer"] + ": ")
+        assert items.nth(i).get_attribute("data-layer") == change["layer"]
+    heading = view.locator("[data-testid=compare] .th-compare-table").first.inner_text()
+    assert heading.index("Changed settings") < heading.index("Health signals that moved beyond what seeds move them")
+    same = open_run(frame, "base")
+    same.locator("[data-testid=compare-select]").select_option(label=XSS_RUN)
+    same.locator("[data-testid=compare-verdict]").wait_for()
+    assert same.locator("[data-testid=compare-signals]").count() == 0
+    assert "Health signals" not in same.locator("[data-testid=compare]").inner_text()
+    same.locator("[data-testid=compare-select]").select_option("")  # remembered per run: leave base unchosen
+    assert page.console_errors == []
+
+
 def share_of_color(canvas, css_var: str, tolerance: int = 0) -> float:
     """The share of the canvas' pixels within `tolerance` of the colour of `css_var` (style.css)."""
     return canvas.evaluate(
