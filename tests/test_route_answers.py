@@ -317,11 +317,26 @@ def test_a_truncated_copy_is_not_called_killed_in_the_tab_either():
     assert (killed_run.findings, killed_run.status) == ([killed, plateau], "critical")
 
 
+def _problem(cache, logdir: str) -> tuple[str | None, str | None]:
+    answer = route_answers.runs_answer(cache, CTX, None, logdir)
+    return answer["logdir_problem_kind"], answer["logdir_problem"]
+
+
 def test_the_runs_answer_says_when_a_local_logdir_does_not_exist(cache, tmp_path):
-    assert route_answers.runs_answer(cache, CTX, None, str(tmp_path))["logdir_problem"] is None
-    missing = route_answers.runs_answer(cache, CTX, None, str(tmp_path / "typo"))["logdir_problem"]
-    assert (
-        missing
-        == f"The logdir {tmp_path / 'typo'} does not exist: TensorBoard was started with --logdir pointing at it."
+    assert _problem(cache, str(tmp_path)) == (None, None)
+    missing = str(tmp_path / "typo")
+    assert _problem(cache, missing) == (
+        route_answers.MISSING,
+        f"The logdir {missing} does not exist: TensorBoard was started with --logdir pointing at it.",
     )
-    assert route_answers.runs_answer(cache, CTX, None, "gs://bucket/logs")["logdir_problem"] is None  # not checked
+    (tmp_path / "a_file").write_text("")
+    kind, said = _problem(cache, str(tmp_path / "a_file"))
+    assert kind == route_answers.NOT_A_FOLDER and "is a file, not a folder" in said
+    assert _problem(cache, "gs://bucket/logs") == (None, None)  # a scheme something here reads
+
+
+def test_the_runs_answer_says_which_problem_a_bucket_nothing_here_reads_is(cache):
+    """Not "the logdir does not exist": the tab heads a bucket's problem by its kind (issue 47)."""
+    kind, said = _problem(cache, "az://container/logs")
+    assert kind == route_answers.BUCKET_UNREADABLE and "cannot reach az://container/logs" in said
+    assert "does not exist" not in said

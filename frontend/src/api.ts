@@ -222,10 +222,16 @@ export function numsOrNull(v: unknown): (number | null)[] {
   return arr(v).map(num);
 }
 
+/** Why the logdir shows nothing at all, as the server says it; `kind` (route_answers.py): "missing",
+ * "not_a_folder" (a local path) or "bucket_unreadable" (nothing here reads its scheme). */
+export interface LogdirProblem {
+  kind: string;
+  text: string;
+}
+
 export interface RunsAnswer {
   runs: RunSummary[];
-  /** Why a local logdir shows nothing (it does not exist), as the server says it; else null. */
-  logdirProblem: string | null;
+  logdirProblem: LogdirProblem | null;
 }
 
 export async function fetchRuns(): Promise<RunsAnswer> {
@@ -233,7 +239,8 @@ export async function fetchRuns(): Promise<RunsAnswer> {
   const runs = arr(body["runs"])
     .map((r) => parseRun(obj(r)))
     .filter((r) => r.run !== "");
-  return { runs, logdirProblem: strOrNull(body["logdir_problem"]) };
+  const text = strOrNull(body["logdir_problem"]);
+  return { runs, logdirProblem: text === null ? null : { kind: str(body["logdir_problem_kind"]), text } };
 }
 
 export async function fetchFindings(run: string): Promise<RunFindings> {
