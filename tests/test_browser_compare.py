@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 
 # A copy of the baseline under a name that is HTML; after "base" in name order, so "best" still picks "base".
 XSS_RUN = "~<img src=x onerror=alert(1)>"
-RUNS = ("base", "tiny_lr", XSS_RUN)
+RUNS = ("base", "tiny_lr", "small_lr", XSS_RUN)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def compare_logdir(tmp_path_factory) -> str:
     from compare_training import write_runs
 
     root = tmp_path_factory.mktemp("browser_compare")
-    write_runs(str(root), ("base", "tiny_lr"))
+    write_runs(str(root), ("base", "tiny_lr", "small_lr"))
     shutil.copytree(root / "base", root / XSS_RUN)
     return str(root)
 
@@ -165,6 +165,21 @@ def test_the_worse_card_and_the_comparison_draw_both_runs_the_band_and_the_parti
     view.locator("[data-testid=compare-select]").select_option("run:base")
     section = view.locator("[data-testid=compare] [data-testid=compare-chart]")
     drawn_overlay(section, "tiny_lr", "base", ["loss", "epoch_val_accuracy", "epoch_val_loss"], parted)
+    assert page.console_errors == []
+
+
+def test_a_worse_lead_draws_both_runs_at_the_top_as_its_card_does(page):
+    """small_lr's lead finding is worse_than_baseline: the chart at the top of its page draws what the
+    card draws (both runs, the band, the parting line), not only this run's loss."""
+    view = open_run(health_frame(page), "small_lr")
+    answer = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare?run=small_lr&baseline=base")
+    lead = view.locator("[data-testid=lead-chart]")
+    assert lead.get_attribute("data-code") == "worse_than_baseline" and lead.get_attribute("data-baseline") == "base"
+    assert "against its baseline base" in lead.locator(".th-card-title").inner_text()
+    chart = lead.locator("[data-testid=compare-chart]")
+    drawn_overlay(chart, "small_lr", "base", answer["curves"]["evidence"], answer["curves"]["parted_at"])
+    card = view.locator("[data-testid=finding-card][data-code=worse_than_baseline] [data-testid=compare-chart]")
+    drawn_overlay(card, "small_lr", "base", answer["curves"]["evidence"], answer["curves"]["parted_at"])
     assert page.console_errors == []
 
 

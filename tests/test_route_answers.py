@@ -157,7 +157,7 @@ def test_downsampling_keeps_a_lone_spike_and_the_first_nan():
 
 @pytest.fixture(scope="module")
 def compare_logdir(tmp_path_factory) -> str:
-    """compare_training's runs, trained one after another: wider (another model), slow_lr, base, tiny_lr."""
+    """compare_training's runs, trained one after another: wider (another model), slow_lr, base, tiny_lr, small_lr."""
     from compare_training import write_runs
 
     root = tmp_path_factory.mktemp("compare_routes")
@@ -222,6 +222,20 @@ def test_the_findings_answer_names_the_baseline_run_the_callback_compared_with(c
     answer = route_answers.findings_answer(compare_cache, CTX, None, "tiny_lr")
     assert "worse_than_baseline" in [f["code"] for f in answer["findings"]] and answer["baseline_run"] == "base"
     assert route_answers.findings_answer(compare_cache, CTX, None, "base")["baseline_run"] is None
+
+
+def test_a_worse_lead_chart_names_the_baseline_its_comparison_is_drawn_against(compare_cache):
+    """small_lr's lead is its worse_than_baseline finding: the top chart draws that comparison (the
+    card's panels) and says so; tiny_lr's plateau leads it, and base has no baseline: their own series."""
+    small = route_answers.findings_answer(compare_cache, CTX, None, "small_lr")
+    assert small["findings"][0]["code"] == "worse_than_baseline"
+    assert (
+        small["lead"]["code"] == "worse_than_baseline" and small["lead"]["baseline"] == small["baseline_run"] == "base"
+    )
+    assert small["lead"]["title"] == "This run against its baseline base"
+    tiny = route_answers.findings_answer(compare_cache, CTX, None, "tiny_lr")
+    assert tiny["lead"]["code"] != "worse_than_baseline" and tiny["lead"]["baseline"] is None
+    assert route_answers.findings_answer(compare_cache, CTX, None, "base")["lead"]["baseline"] is None
 
 
 def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(compare_cache, monkeypatch):

@@ -51,6 +51,8 @@ export interface Lead {
   title: string;
   series: string[];
   code: string | null;
+  /** Where the lead is worse_than_baseline against a run here: that run; the chart draws the comparison. */
+  baseline: string | null;
 }
 
 /** One discrete event of the run (lint, OOM retry, first NaN, crash, ...), in step order. */
@@ -215,7 +217,7 @@ export function parseFinding(v: unknown): Finding {
 function parseLead(v: unknown): Lead | null {
   if (!isObj(v)) return null;
   const series = strs(v["series"]);
-  return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]) } : null;
+  return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]), baseline: strOrNull(v["baseline"]) } : null;
 }
 
 export function numsOrNull(v: unknown): (number | null)[] {
