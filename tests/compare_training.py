@@ -15,11 +15,13 @@ GOOD_RATE = 3e-3
 # EarlyStopping that never stops: settings that changed too, named before "learning_rate" in any
 # alphabetical order, so that the learning rate comes first only when ranked as the likely cause. It is
 # compared with "base" at the end of its fit (HealthCallback(baseline=...)): its worse_than_baseline finding.
+# "small_lr" (the rate 30x smaller) is compared with "base" too; worse is all it is (no plateau leads it).
 RUNS = {
     "wider": {"dropout": True},
     "slow_lr": {"learning_rate": GOOD_RATE / 10},
     "base": {},
     "tiny_lr": {"learning_rate": GOOD_RATE / 1000, "idle_early_stopping": True, "baseline": "base"},
+    "small_lr": {"learning_rate": GOOD_RATE / 30, "baseline": "base"},
 }
 
 

@@ -363,6 +363,26 @@ def test_a_logdir_that_does_not_exist_is_said_not_no_runs(page, tmp_path):
             empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
             empty.wait_for(timeout=30_000)
             assert empty.get_attribute("data-kind") == "no-logdir"
+            assert empty.locator("h2").inner_text() == "The logdir does not exist"
             assert f"The logdir {missing} does not exist" in empty.inner_text()
+        finally:
+            other.close()
+
+
+def test_a_bucket_nothing_here_reads_is_headed_as_such_not_as_a_missing_folder(page):
+    """TensorBoard without TensorFlow (as docs/object-storage.md has it) on a scheme nothing here reads:
+    the heading says the bucket cannot be read, the route's sentence what to do; no local-folder advice."""
+    bucket = "az://container/logs"
+    with running_tensorboard(bucket, load_fast=False, without_tensorflow=True) as url:
+        assert get_json(url + "/data/plugin/trainhealth/runs")["logdir_problem_kind"] == "bucket_unreadable"
+        other = page.context.new_page()
+        try:
+            other.goto(url + "/#trainhealth")
+            empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
+            empty.wait_for(timeout=30_000)
+            assert empty.get_attribute("data-problem") == "bucket_unreadable"
+            assert empty.locator("h2").inner_text() == "This TensorBoard cannot read the bucket"
+            text = empty.inner_text()
+            assert f"cannot reach {bucket}" in text and "does not exist" not in text and "--logdir logs" not in text
         finally:
             other.close()

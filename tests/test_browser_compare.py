@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 
 # A copy of the baseline under a name that is HTML; after "base" in name order, so "best" still picks "base".
 XSS_RUN = "~<img src=x onerror=alert(1)>"
-RUNS = ("base", "tiny_lr", XSS_RUN)
+RUNS = ("base", "tiny_lr", "small_lr", XSS_RUN)
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def compare_logdir(tmp_path_factory) -> str:
     from compare_training import write_runs
 
     root = tmp_path_factory.mktemp("browser_compare")
-    write_runs(str(root), ("base", "tiny_lr"))
+    write_runs(str(root), ("base", "tiny_lr", "small_lr"))
     shutil.copytree(root / "base", root / XSS_RUN)
     return str(root)
 
@@ -86,6 +86,31 @@ def test_picking_the_baseline_shows_worse_the_learning_rate_first_and_both_curve
     assert page.console_errors == []
 
 
+def test_the_health_signals_that_moved_are_listed_under_the_settings_and_nothing_when_none_did(page):
+    """tiny_lr's 1000x smaller rate left its layers' update ratios orders of magnitude below base's:
+    the compare section lists the route's sentences, each naming its layer; a copy of base moved none."""
+    frame = health_frame(page)
+    view = open_run(frame, "tiny_lr")
+    view.locator("[data-testid=compare-select]").select_option("run:base")
+    moved = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare?run=tiny_lr&baseline=base")
+    assert moved["signal_changes"], moved["signal_changes"]  # the pair this test needs
+    items = view.locator("[data-testid=compare] [data-testid=compare-signals] li")
+    items.first.wait_for()
+    assert [items.nth(i).inner_text() for i in range(items.count())] == [c["text"] for c in moved["signal_changes"]]
+    for i, change in enumerate(moved["signal_changes"]):
+        assert items.nth(i).inner_text().startswith(change["layer"] + ": ")
+        assert items.nth(i).get_attribute("data-layer") == change["layer"]
+    heading = view.locator("[data-testid=compare] .th-compare-table").first.inner_text()
+    assert heading.index("Changed settings") < heading.index("Health signals that moved beyond what seeds move them")
+    same = open_run(frame, "base")
+    same.locator("[data-testid=compare-select]").select_option(label=XSS_RUN)
+    same.locator("[data-testid=compare-verdict]").wait_for()
+    assert same.locator("[data-testid=compare-signals]").count() == 0
+    assert "Health signals" not in same.locator("[data-testid=compare]").inner_text()
+    same.locator("[data-testid=compare-select]").select_option("")  # remembered per run: leave base unchosen
+    assert page.console_errors == []
+
+
 def share_of_color(canvas, css_var: str, tolerance: int = 0) -> float:
     """The share of the canvas' pixels within `tolerance` of the colour of `css_var` (style.css)."""
     return canvas.evaluate(
@@ -140,6 +165,21 @@ def test_the_worse_card_and_the_comparison_draw_both_runs_the_band_and_the_parti
     view.locator("[data-testid=compare-select]").select_option("run:base")
     section = view.locator("[data-testid=compare] [data-testid=compare-chart]")
     drawn_overlay(section, "tiny_lr", "base", ["loss", "epoch_val_accuracy", "epoch_val_loss"], parted)
+    assert page.console_errors == []
+
+
+def test_a_worse_lead_draws_both_runs_at_the_top_as_its_card_does(page):
+    """small_lr's lead finding is worse_than_baseline: the chart at the top of its page draws what the
+    card draws (both runs, the band, the parting line), not only this run's loss."""
+    view = open_run(health_frame(page), "small_lr")
+    answer = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare?run=small_lr&baseline=base")
+    lead = view.locator("[data-testid=lead-chart]")
+    assert lead.get_attribute("data-code") == "worse_than_baseline" and lead.get_attribute("data-baseline") == "base"
+    assert "against its baseline base" in lead.locator(".th-card-title").inner_text()
+    chart = lead.locator("[data-testid=compare-chart]")
+    drawn_overlay(chart, "small_lr", "base", answer["curves"]["evidence"], answer["curves"]["parted_at"])
+    card = view.locator("[data-testid=finding-card][data-code=worse_than_baseline] [data-testid=compare-chart]")
+    drawn_overlay(card, "small_lr", "base", answer["curves"]["evidence"], answer["curves"]["parted_at"])
     assert page.console_errors == []
 
 

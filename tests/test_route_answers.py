@@ -157,7 +157,7 @@ def test_downsampling_keeps_a_lone_spike_and_the_first_nan():
 
 @pytest.fixture(scope="module")
 def compare_logdir(tmp_path_factory) -> str:
-    """compare_training's runs, trained one after another: wider (another model), slow_lr, base, tiny_lr."""
+    """compare_training's runs, trained one after another: wider (another model), slow_lr, base, tiny_lr, small_lr."""
     from compare_training import write_runs
 
     root = tmp_path_factory.mktemp("compare_routes")
@@ -222,6 +222,20 @@ def test_the_findings_answer_names_the_baseline_run_the_callback_compared_with(c
     answer = route_answers.findings_answer(compare_cache, CTX, None, "tiny_lr")
     assert "worse_than_baseline" in [f["code"] for f in answer["findings"]] and answer["baseline_run"] == "base"
     assert route_answers.findings_answer(compare_cache, CTX, None, "base")["baseline_run"] is None
+
+
+def test_a_worse_lead_chart_names_the_baseline_its_comparison_is_drawn_against(compare_cache):
+    """small_lr's lead is its worse_than_baseline finding: the top chart draws that comparison (the
+    card's panels) and says so; tiny_lr's plateau leads it, and base has no baseline: their own series."""
+    small = route_answers.findings_answer(compare_cache, CTX, None, "small_lr")
+    assert small["findings"][0]["code"] == "worse_than_baseline"
+    assert (
+        small["lead"]["code"] == "worse_than_baseline" and small["lead"]["baseline"] == small["baseline_run"] == "base"
+    )
+    assert small["lead"]["title"] == "This run against its baseline base"
+    tiny = route_answers.findings_answer(compare_cache, CTX, None, "tiny_lr")
+    assert tiny["lead"]["code"] != "worse_than_baseline" and tiny["lead"]["baseline"] is None
+    assert route_answers.findings_answer(compare_cache, CTX, None, "base")["lead"]["baseline"] is None
 
 
 def test_compare_answer_with_best_picks_the_best_earlier_run_of_the_same_model(compare_cache, monkeypatch):
@@ -317,11 +331,26 @@ def test_a_truncated_copy_is_not_called_killed_in_the_tab_either():
     assert (killed_run.findings, killed_run.status) == ([killed, plateau], "critical")
 
 
+def _problem(cache, logdir: str) -> tuple[str | None, str | None]:
+    answer = route_answers.runs_answer(cache, CTX, None, logdir)
+    return answer["logdir_problem_kind"], answer["logdir_problem"]
+
+
 def test_the_runs_answer_says_when_a_local_logdir_does_not_exist(cache, tmp_path):
-    assert route_answers.runs_answer(cache, CTX, None, str(tmp_path))["logdir_problem"] is None
-    missing = route_answers.runs_answer(cache, CTX, None, str(tmp_path / "typo"))["logdir_problem"]
-    assert (
-        missing
-        == f"The logdir {tmp_path / 'typo'} does not exist: TensorBoard was started with --logdir pointing at it."
+    assert _problem(cache, str(tmp_path)) == (None, None)
+    missing = str(tmp_path / "typo")
+    assert _problem(cache, missing) == (
+        route_answers.MISSING,
+        f"The logdir {missing} does not exist: TensorBoard was started with --logdir pointing at it.",
     )
-    assert route_answers.runs_answer(cache, CTX, None, "gs://bucket/logs")["logdir_problem"] is None  # not checked
+    (tmp_path / "a_file").write_text("")
+    kind, said = _problem(cache, str(tmp_path / "a_file"))
+    assert kind == route_answers.NOT_A_FOLDER and "is a file, not a folder" in said
+    assert _problem(cache, "gs://bucket/logs") == (None, None)  # a scheme something here reads
+
+
+def test_the_runs_answer_says_which_problem_a_bucket_nothing_here_reads_is(cache):
+    """Not "the logdir does not exist": the tab heads a bucket's problem by its kind (issue 47)."""
+    kind, said = _problem(cache, "az://container/logs")
+    assert kind == route_answers.BUCKET_UNREADABLE and "cannot reach az://container/logs" in said
+    assert "does not exist" not in said

@@ -5,6 +5,7 @@ the thresholds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def test_a_bug_no_setting_records_is_named_by_the_layer_its_gradients_left(runs)
             capture_output=True, text=True, timeout=180,
         ).stdout
     )  # fmt: skip
-    assert shown["signal_changes"][0]["layer"] == "hidden" and shown["signal_changes"][0]["signal"] == "gradient norm"
+    assert shown["signal_changes"][0] == {**dataclasses.asdict(lead), "text": lead.text()}
+    assert shown["signal_changes"][0]["text"].startswith("hidden: gradient norm ")
 
 
 def test_a_seed_twin_moves_no_signal(runs):

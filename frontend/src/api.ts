@@ -51,6 +51,8 @@ export interface Lead {
   title: string;
   series: string[];
   code: string | null;
+  /** Where the lead is worse_than_baseline against a run here: that run; the chart draws the comparison. */
+  baseline: string | null;
 }
 
 /** One discrete event of the run (lint, OOM retry, first NaN, crash, ...), in step order. */
@@ -215,17 +217,23 @@ export function parseFinding(v: unknown): Finding {
 function parseLead(v: unknown): Lead | null {
   if (!isObj(v)) return null;
   const series = strs(v["series"]);
-  return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]) } : null;
+  return series.length ? { title: str(v["title"]), series, code: strOrNull(v["code"]), baseline: strOrNull(v["baseline"]) } : null;
 }
 
 export function numsOrNull(v: unknown): (number | null)[] {
   return arr(v).map(num);
 }
 
+/** Why the logdir shows nothing at all, as the server says it; `kind` (route_answers.py): "missing",
+ * "not_a_folder" (a local path) or "bucket_unreadable" (nothing here reads its scheme). */
+export interface LogdirProblem {
+  kind: string;
+  text: string;
+}
+
 export interface RunsAnswer {
   runs: RunSummary[];
-  /** Why a local logdir shows nothing (it does not exist), as the server says it; else null. */
-  logdirProblem: string | null;
+  logdirProblem: LogdirProblem | null;
 }
 
 export async function fetchRuns(): Promise<RunsAnswer> {
@@ -233,7 +241,8 @@ export async function fetchRuns(): Promise<RunsAnswer> {
   const runs = arr(body["runs"])
     .map((r) => parseRun(obj(r)))
     .filter((r) => r.run !== "");
-  return { runs, logdirProblem: strOrNull(body["logdir_problem"]) };
+  const text = strOrNull(body["logdir_problem"]);
+  return { runs, logdirProblem: text === null ? null : { kind: str(body["logdir_problem_kind"]), text } };
 }
 
 export async function fetchFindings(run: string): Promise<RunFindings> {

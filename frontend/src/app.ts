@@ -1,7 +1,7 @@
 // The tab's page: toolbar (summary, last update, Refresh), error banner, runs list and run
 // view side by side. Wires them together: each poll updates the list, then keeps the
 // selected run's view current; a click in the list selects a run.
-import { fetchRuns, type RunSummary } from "./api";
+import { fetchRuns, type LogdirProblem, type RunSummary } from "./api";
 import { append, clear, h } from "./dom";
 import { errorText, plural } from "./format";
 import { noRunsPage } from "./hints";
@@ -13,7 +13,7 @@ import { followTheme } from "./theme";
 
 export class App {
   private runs: RunSummary[] = [];
-  private logdirProblem: string | null = null;
+  private logdirProblem: LogdirProblem | null = null;
   private loaded = false;
   private selected: string | null = stored(STORE_SELECTED);
   private readonly runList = new RunList((run) => void this.select(run));
@@ -108,7 +108,7 @@ export class App {
       this.runView.reset();
       const shown = this.root.querySelector(".th-empty-page");
       const kind = this.logdirProblem ? "no-logdir" : "no-runs";
-      if (shown?.getAttribute("data-kind") !== kind) {
+      if (shown?.getAttribute("data-kind") !== kind || shown.getAttribute("data-problem") !== (this.logdirProblem?.kind ?? null)) {
         shown?.remove();
         this.root.appendChild(noRunsPage(this.logdirProblem));
       }

@@ -17,6 +17,13 @@ export interface Change {
   run: SettingValue;
 }
 
+/** A health signal of one layer that moved beyond what seeds move it; `text` says it (the route spells it). */
+export interface SignalChange {
+  signal: string;
+  layer: string;
+  text: string;
+}
+
 export interface MetricRow {
   name: string;
   baseline: number | null;
@@ -66,6 +73,8 @@ export interface Comparison {
   /** What the run's steps count (parted_at_step is one of them). */
   axis: Axis;
   changes: Change[];
+  /** Largest first; empty where no signal moved. */
+  signal_changes: SignalChange[];
   parted_at_step: number | null;
   metrics: MetricRow[];
   findings: Finding[];
@@ -131,6 +140,10 @@ export async function fetchCompare(run: string, baseline: string, points = 500):
     changes: arr(o["changes"]).map((x) => {
       const c = obj(x);
       return { setting: str(c["setting"]), baseline: settingValue(c["baseline"]), run: settingValue(c["run"]) };
+    }),
+    signal_changes: arr(o["signal_changes"]).map((x) => {
+      const c = obj(x);
+      return { signal: str(c["signal"]), layer: str(c["layer"]), text: str(c["text"]) };
     }),
     parted_at_step: num(o["parted_at_step"]),
     metrics: arr(o["metrics"]).map((x) => {

@@ -3,7 +3,7 @@
 // changed settings (most likely cause first), the metrics, the fix, both runs' curves overlaid
 // and each layer's gradient-norm ratio. Kept across refreshes of the same run: a poll fetches
 // the comparison again and swaps it in when it arrives, so nothing flickers.
-import { BEST, fetchCompare, type Change, type Comparison, type SettingValue, type Verdict } from "./compare_api";
+import { BEST, fetchCompare, type Change, type Comparison, type SettingValue, type SignalChange, type Verdict } from "./compare_api";
 import { gradRatioList, overlayCharts } from "./compare_chart";
 import { codeBlock } from "./code_block";
 import { clear, h } from "./dom";
@@ -141,7 +141,7 @@ export class CompareSection {
       body.appendChild(h("h4", { class: "th-fixes-title", text: worse.fixes.length === 1 ? "Fix" : "Fixes" }));
       body.appendChild(h("ol", { class: "th-fixes" }, worse.fixes.map((fix) => h("li", {}, [h("div", { class: "th-fix-text", text: fix.text }), fix.code !== null ? codeBlock(fix.code) : null]))));
     }
-    body.appendChild(h("div", { class: "th-compare-tables" }, [changesTable(c.changes), metricsTable(c)]));
+    body.appendChild(h("div", { class: "th-compare-tables" }, [changesTable(c.changes, c.signal_changes), metricsTable(c)]));
     const { element, mount } = overlayCharts(c, this.charts, c.curves?.panels ?? [], "compare");
     body.appendChild(element);
     if (c.layer_grad_ratio.length) {
@@ -152,14 +152,22 @@ export class CompareSection {
   }
 }
 
-function changesTable(changes: Change[]): HTMLElement {
+/** The changed settings, then the health signals that moved (a bug no setting records still shows there). */
+function changesTable(changes: Change[], signals: SignalChange[]): HTMLElement {
+  const wrap = h("div", { class: "th-compare-table" }, [h("div", { class: "th-chart-title", text: "Changed settings, most likely cause first" })]);
+  wrap.appendChild(settingRows(changes));
+  if (signals.length) {
+    wrap.appendChild(h("div", { class: "th-chart-title", text: "Health signals that moved beyond what seeds move them" }));
+    wrap.appendChild(h("ul", { class: "th-signal-changes", testid: "compare-signals" }, signals.slice(0, CHANGES_SHOWN).map((s) => h("li", { data: { layer: s.layer, signal: s.signal }, text: s.text }))));
+  }
+  return wrap;
+}
+
+function settingRows(changes: Change[]): HTMLElement {
+  if (changes.length === 0) return h("p", { class: "th-muted", testid: "compare-changes", text: "No recorded setting differs." });
   const shown = changes.slice(0, CHANGES_SHOWN);
   const more = changes.length - shown.length;
-  const wrap = h("div", { class: "th-compare-table" }, [h("div", { class: "th-chart-title", text: "Changed settings, most likely cause first" })]);
-  if (changes.length === 0) {
-    wrap.appendChild(h("p", { class: "th-muted", testid: "compare-changes", text: "No recorded setting differs." }));
-    return wrap;
-  }
+  const wrap = h("div", {});
   wrap.appendChild(
     h("table", { class: "th-facts th-compare-rows", testid: "compare-changes" }, [
       h("thead", {}, [h("tr", {}, [h("th", { text: "setting" }), h("th", { text: "baseline" }), h("th", { text: "run" })])]),

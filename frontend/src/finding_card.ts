@@ -5,7 +5,7 @@ import type { Fact, Finding, RunFindings, SeriesData } from "./api";
 import type { Line } from "./chart_types";
 import { codeBlock } from "./code_block";
 import { overlayCharts } from "./compare_chart";
-import { fetchCompare } from "./compare_api";
+import { fetchCompare, type Comparison } from "./compare_api";
 import { clear, h } from "./dom";
 import type { EvidenceCharts } from "./evidence_charts";
 import { badge, errorText } from "./format";
@@ -15,6 +15,20 @@ const WORSE = "worse_than_baseline";
 
 /** Draws a card's charts once the run's series have arrived (or failed: `err`). */
 export type MountCharts = (s: SeriesData | null, err: string | null) => void;
+
+/** The run's comparison with a baseline, asked once per view: the lead chart and the worse card draw the same. */
+export type CompareOnce = (baseline: string) => Promise<Comparison>;
+
+export function compareOnce(run: string): CompareOnce {
+  const asked = new Map<string, Promise<Comparison>>();
+  return (baseline) => {
+    const known = asked.get(baseline);
+    if (known) return known;
+    const fetched = fetchCompare(run, baseline);
+    asked.set(baseline, fetched);
+    return fetched;
+  };
+}
 
 /** The measured values behind a finding, as a two-column table (text only). */
 export function factTable(facts: Fact[]): HTMLElement {
@@ -46,8 +60,10 @@ export function findingCard(
   finding: Finding,
   index: number,
   charts: EvidenceCharts,
+  compare: CompareOnce,
 ): { card: HTMLElement; mount: MountCharts } {
   const ev = finding.evidence;
+  const syncKey = "th-card-" + index;
   const available = new Set(f.series);
   // The baseline it was judged against, where it is a run here: its curves come from the compare route.
   const baseline = finding.code === WORSE ? f.baseline_run : null;
@@ -77,8 +93,8 @@ export function findingCard(
   const scalarBox = scalarNames.length ? h("div", { class: "th-chart" }) : null;
   const layerBoxes = layerNames.map((name) => ({ name, box: h("div", { class: "th-chart" }) }));
   if (ev.facts.length) evidence.appendChild(factTable(ev.facts));
-  const overlayBox = baseline !== null ? h("div", { class: "th-evidence-overlay", testid: "evidence-overlay", data: { baseline } }, [h("div", { class: "th-loading", text: "Loading both runs' curves..." })]) : null;
-  if (overlayBox) evidence.appendChild(overlayBox);
+  const overlay = baseline !== null ? evidenceOverlay(baseline, compare, charts, syncKey) : null;
+  if (overlay) evidence.appendChild(overlay.element);
   if (scalarBox) evidence.appendChild(scalarBox);
   for (const { name, box } of layerBoxes) {
     evidence.appendChild(h("div", { class: "th-chart-title", text: name + " (one line per layer)" }));
@@ -87,7 +103,7 @@ export function findingCard(
   const why = partsOff(f);
   if (finding.code === WORSE && baseline === null)
     evidence.appendChild(h("div", { class: "th-chart-note", text: "The baseline is not a run of this logdir: only this run's curve is drawn. Compare the two with tb-trainhealth compare RUN BASELINE." }));
-  if (overlayBox === null && plotted.length === 0 && ev.facts.length === 0) {
+  if (overlay === null && plotted.length === 0 && ev.facts.length === 0) {
     evidence.appendChild(
       h("div", {
         class: "th-chart-empty",
@@ -115,11 +131,10 @@ export function findingCard(
     ]),
   ]);
 
-  const syncKey = "th-card-" + index;
   const band: [number | null, number | null] | null = ev.start_step !== null || ev.end_step !== null ? [ev.start_step, ev.end_step] : null;
   const mount: MountCharts = (s, err) => {
-    if (overlayBox && baseline !== null) {
-      void mountOverlay(overlayBox, f.run, baseline, charts, syncKey);
+    if (overlay) {
+      overlay.mount();
       return;
     }
     if (plotted.length === 0) return;
@@ -142,11 +157,18 @@ export function findingCard(
   return { card, mount };
 }
 
-/** Both runs' training loss and deciding metric, the baseline's noise band and the parting line,
- * as the compare route answers them; nothing once the card is gone (the view was redrawn). */
-async function mountOverlay(box: HTMLElement, run: string, baseline: string, charts: EvidenceCharts, syncKey: string): Promise<void> {
+/** Both runs' training loss and deciding metric (the route's `evidence` panels), the baseline's noise
+ * band and the parting line, as the compare route answers them: the worse card's evidence, and the
+ * lead chart where that finding leads. `mount` draws them once they arrive. */
+export function evidenceOverlay(baseline: string, compare: CompareOnce, charts: EvidenceCharts, syncKey: string): { element: HTMLElement; mount: () => void } {
+  const element = h("div", { class: "th-evidence-overlay", testid: "evidence-overlay", data: { baseline } }, [h("div", { class: "th-loading", text: "Loading both runs' curves..." })]);
+  return { element, mount: () => void mountOverlay(element, compare(baseline), charts, syncKey) };
+}
+
+/** Draws the comparison into `box`; nothing once the box is gone (the view was redrawn). */
+async function mountOverlay(box: HTMLElement, comparison: Promise<Comparison>, charts: EvidenceCharts, syncKey: string): Promise<void> {
   try {
-    const c = await fetchCompare(run, baseline);
+    const c = await comparison;
     if (!box.isConnected) return;
     clear(box);
     const { element, mount } = overlayCharts(c, charts, c.curves?.evidence ?? [], syncKey);

@@ -6,7 +6,7 @@ import { fetchFindings, fetchSeries, type Finding, type Lead, type RunFindings, 
 import { CompareSection } from "./compare_view";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
-import { findingCard, type MountCharts } from "./finding_card";
+import { compareOnce, evidenceOverlay, findingCard, type CompareOnce, type MountCharts } from "./finding_card";
 import { badge, countsText, errorText, fmtStep } from "./format";
 import { noCallbackHint } from "./hints";
 import type { Line } from "./chart_types";
@@ -131,8 +131,9 @@ export class RunView {
     if (!f.has_health_data && !unreadable) view.appendChild(noCallbackHint());
     if (!unreadable) view.appendChild(this.compare.element);
 
+    const compare = compareOnce(f.run);
     if (f.lead) {
-      const { card, mount } = this.leadCard(f, f.lead);
+      const { card, mount } = this.leadCard(f, f.lead, compare);
       view.appendChild(card);
       mounts.push(mount);
     }
@@ -141,15 +142,24 @@ export class RunView {
     view.appendChild(h("h3", { class: "th-section", text: f.findings.length ? "Findings (" + f.findings.length + ")" : "Findings" }));
     if (f.findings.length === 0 && !unreadable) view.appendChild(noFindings(f.has_health_data, last));
     f.findings.forEach((finding, i) => {
-      const { card, mount } = findingCard(f, finding, i, this.charts);
+      const { card, mount } = findingCard(f, finding, i, this.charts, compare);
       view.appendChild(card);
       mounts.push(mount);
     });
     return { element: view, mounts };
   }
 
-  /** The chart of the run's worst problem (the server picks the series: report/lead_chart.py). */
-  private leadCard(f: RunFindings, lead: Lead): { card: HTMLElement; mount: MountCharts } {
+  /** The chart of the run's worst problem (the server picks the series: report/lead_chart.py; a
+   * lead worse than its baseline draws that comparison, as its card does). */
+  private leadCard(f: RunFindings, lead: Lead, compare: CompareOnce): { card: HTMLElement; mount: MountCharts } {
+    if (lead.baseline !== null) {
+      const overlay = evidenceOverlay(lead.baseline, compare, this.charts, "run");
+      const card = h("section", { class: "th-card th-layer-card", testid: "lead-chart", data: { series: lead.series.join(","), code: lead.code ?? "", baseline: lead.baseline } }, [
+        h("div", { class: "th-card-head" }, [h("h3", { class: "th-card-title", text: lead.title })]),
+        overlay.element,
+      ]);
+      return { card, mount: () => overlay.mount() };
+    }
     const scalars = lead.series.filter((s) => !s.startsWith("layer_"));
     const layered = lead.series.filter((s) => s.startsWith("layer_"));
     const scalarBox = scalars.length ? h("div", { class: "th-chart" }) : null;

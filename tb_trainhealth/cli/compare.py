@@ -36,7 +36,8 @@ exit status (compare RUN BASELINE):
 "changes": [{"setting", "baseline", "run"}] (most likely culprit first), "parted_at_step",
 "metrics": [{"name", "baseline", "run"}] (final, and best_<name>), "findings": [...as diagnose],
 "deciding_metric": the metric the verdict was judged on, or null, "signal_changes": [{"signal",
-"layer", "baseline", "run"}] (health signals that moved beyond what seeds move them, largest first)}.
+"layer", "baseline", "run", "text"}] (health signals that moved beyond what seeds move them, largest
+first; "text": the line printed for it)}.
 
 compare LOGDIR --baseline RUN|best: every run under LOGDIR against RUN (a run name as diagnose
 names it, or a run directory; RUN itself is not compared), or each against the best earlier run of

@@ -63,7 +63,14 @@ class SignalChange:
         return f"{self.layer}: {self.signal} {how} than the baseline's ({self.baseline:.3g} -> {self.run:.3g})"
 
     def to_dict(self) -> dict[str, object]:
-        return {"signal": self.signal, "layer": self.layer, "baseline": self.baseline, "run": self.run}
+        """With `text`, the sentence the CLI prints: the tab shows it as sent instead of spelling it again."""
+        return {
+            "signal": self.signal,
+            "layer": self.layer,
+            "baseline": self.baseline,
+            "run": self.run,
+            "text": self.text(),
+        }
 
 
 def signal_changes(run: RunSignals, baseline: RunSignals) -> list[SignalChange]:

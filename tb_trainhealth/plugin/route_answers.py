@@ -40,6 +40,8 @@ DEFAULT_POINTS = 500
 LIST_KEYS = ("run", "status", "counts", "has_health_data", "last_step", "last_epoch", "errors", "notes", "file_errors")
 # The compare route's baseline meaning "the best earlier run of the same model" (baseline_pick.py).
 BEST = "best"
+# The runs route's logdir_problem_kind: which problem logdir_problem says, so the tab heads it right.
+MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE = "missing", "not_a_folder", "bucket_unreadable"
 
 Problems = dict[str, list[event_files.FileProblem]]
 
@@ -62,20 +64,28 @@ def runs_answer(
     last as "pending", and runs TensorBoard does not list at all (nothing in them readable) come
     with their file errors. `logdir_problem`: why the --logdir shows nothing (a local one does not
     exist or is not a folder; TensorBoard has nothing here that reads a bucket's scheme), else
-    null: "no runs" would send the user looking for a bug in training."""
+    null: "no runs" would send the user looking for a bug in training; `logdir_problem_kind` says
+    which of these it is (MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE), or null."""
     diagnoses, pending = cache.all(ctx)
     problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
     reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
-    return {"runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)], "logdir_problem": _missing(logdir)}
+    kind, problem = logdir_problem(logdir)
+    return {
+        "runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)],
+        "logdir_problem": problem,
+        "logdir_problem_kind": kind,
+    }
 
 
-def _missing(logdir: str) -> str | None:
+def logdir_problem(logdir: str) -> tuple[str | None, str | None]:
+    """(kind, sentence) of what keeps TensorBoard from reading `logdir`, or (None, None)."""
     if logdir and not is_local(logdir):
-        return bucket_unreadable(logdir)
+        problem = bucket_unreadable(logdir)
+        return (BUCKET_UNREADABLE, problem) if problem else (None, None)
     if not logdir or os.path.isdir(logdir):
-        return None
-    what = "is a file, not a folder" if os.path.exists(logdir) else "does not exist"
-    return f"The logdir {logdir} {what}: TensorBoard was started with --logdir pointing at it."
+        return None, None
+    kind, what = (NOT_A_FOLDER, "is a file, not a folder") if os.path.exists(logdir) else (MISSING, "does not exist")
+    return kind, f"The logdir {logdir} {what}: TensorBoard was started with --logdir pointing at it."
 
 
 @functools.lru_cache(maxsize=8)
@@ -96,13 +106,29 @@ def findings_answer(
         report = RunReport.told(run, None, [], [], file_problems(files, set()).get(run, []))
         if not report.errors:
             raise errors.NotFoundError(f"no run named {run[:200]!r}")
-        return {**report.to_json(), **_drawable(RunSignals(run)), "baseline_run": None}
+        return {
+            **report.to_json(),
+            **_drawable(RunSignals(run)),
+            "baseline_run": None,
+            "lead": _lead_against(None, None),
+        }
     name = diagnosis.group.name
     report = RunReport.of(diagnosis, file_problems(files, {name}).get(name, []))
     baseline = (
         _recorded_baseline(diagnosis, cache.names(ctx)) if any(f.code == WORSE for f in report.findings) else None
     )
-    return {**report.to_json(), **_drawable(diagnosis.signals), "baseline_run": baseline}
+    answer = {**report.to_json(), **_drawable(diagnosis.signals), "baseline_run": baseline}
+    return {**answer, "lead": _lead_against(answer["lead"], baseline)}
+
+
+def _lead_against(lead: dict[str, Any] | None, baseline: str | None) -> dict[str, Any] | None:
+    """The lead chart with `baseline`: the run whose comparison it draws, as the worse_than_baseline
+    card does, where that finding leads and its baseline is a run here; else null (its own series)."""
+    if lead is None:
+        return None
+    if lead["code"] != WORSE or baseline is None:
+        return {**lead, "baseline": None}
+    return {**lead, "title": f"This run against its baseline {baseline}", "baseline": baseline}
 
 
 def _recorded_baseline(diagnosis: Diagnosis, runs: list[str]) -> str | None:
