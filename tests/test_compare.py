@@ -391,3 +391,25 @@ def test_losses_on_targets_of_another_scale_are_compared_by_their_gain_over_a_co
     comparison = compare(regression("a", 27.0, 3.5), regression("b", 15.0, 0.39), [], [])
     assert comparison.verdict is Verdict.SAME and "below a constant prediction" in comparison.why, comparison.why
     assert compare(regression("a", 27.0, 300.0), regression("b", 15.0, 0.39), [], []).verdict is Verdict.WORSE
+
+
+def _with_accuracy_class(run: RunSignals, metric_class: str) -> RunSignals:
+    end = run.events_of(FitEndEvent)[0]
+    run.events = [FitEndEvent(end.step, epochs_run=end.epochs_run, metric_classes={"accuracy": metric_class})]
+    return run
+
+
+def test_an_accuracy_that_resolved_to_another_quantity_is_not_compared_and_the_why_says_so():
+    """Keras resolves 'accuracy' from the loss and the shapes: exact equality of real numbers in one run,
+    the share of correct classes in the other, is no comparison; the loss decides and the why says so."""
+    exact = _with_accuracy_class(run_of("a", val_accuracy=0.3, loss_end=0.2), "accuracy")
+    classes = _with_accuracy_class(run_of("b", val_accuracy=0.9), "SparseCategoricalAccuracy")
+    comparison = compare(exact, classes, [], [])
+    assert all("accuracy" not in pair.name for pair in comparison.metrics) and comparison.verdict is Verdict.SAME
+    assert (
+        "accuracy is not compared: it resolved to accuracy in the run and to SparseCategoricalAccuracy"
+        in comparison.why
+    )
+    # One-hot labels in one run, class ids in the other: both count correct classes, and are compared.
+    onehot = _with_accuracy_class(run_of("a", val_accuracy=0.3), "CategoricalAccuracy")
+    assert compare(onehot, classes, [], []).deciding == "val_accuracy"

@@ -275,3 +275,15 @@ def test_a_baseline_whose_only_event_file_is_garbage_says_so(runs, tmp_path):
     assert proc.returncode == 2
     assert "no TensorBoard event files" not in proc.stderr, proc.stderr
     assert "events.out.tfevents.1700000000.host" in proc.stderr and "none is a readable event file" in proc.stderr
+
+
+def test_the_end_of_each_fit_records_what_its_metrics_resolved_to(runs):
+    """Keras picks the class behind 'accuracy' at the first step; compare needs it to know whether two
+    runs' accuracy is one quantity (test_compare: an accuracy of another meaning is not compared)."""
+    from tb_trainhealth.compare.runs import diagnosed_directory
+    from tb_trainhealth.contract.events import FitEndEvent
+
+    (end,) = diagnosed_directory(runs["good"], "run").signals.events_of(FitEndEvent)
+    assert end.metric_classes == {"accuracy": "SparseCategoricalAccuracy"}
+    (end,) = diagnosed_directory(runs["regression"], "run").signals.events_of(FitEndEvent)
+    assert end.metric_classes == {}  # compiled without metrics

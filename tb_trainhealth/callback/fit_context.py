@@ -87,7 +87,29 @@ def fit_end(step: int, model: Any, callbacks: list[Any], epochs_run: int, params
         epochs_planned=planned,
         stopped_early=bool(getattr(model, "stop_training", False)),
         stopped_by=stopped_by,
+        metric_classes=metric_classes(model),
     )
+
+
+def metric_classes(model: Any) -> dict[str, str]:
+    """Each compiled metric's name and what it resolved to, from `model.metrics` (built by the first
+    step): Keras 3 lists them in its CompileMetrics, Keras 2 (tf_keras) wraps functions ('accuracy'
+    under MSE is exact equality there). {} where the model has none or they cannot be read."""
+    found: dict[str, str] = {}
+    try:
+        for metric in model.metrics:
+            inner = getattr(metric, "metrics", None)  # a container's (Keras 3's CompileMetrics, maybe empty)
+            container = type(metric).__name__ == "CompileMetrics"
+            for leaf in inner if isinstance(inner, (list, tuple)) and (inner or container) else [metric]:
+                name = getattr(leaf, "name", None)
+                if not isinstance(name, str) or name == "loss" or name.endswith("_loss"):
+                    continue
+                wrapped = getattr(getattr(leaf, "_fn", None), "__name__", None)  # MeanMetricWrapper
+                kind = type(leaf).__name__
+                found[name] = wrapped if kind == "MeanMetricWrapper" and wrapped else kind
+    except Exception:  # (a custom metric container): nothing recorded, compare goes by name
+        return {}
+    return found
 
 
 def _bool_or_none(value: Any) -> bool | None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tb_trainhealth.compare import culprit, fix_text
-from tb_trainhealth.compare.curves import MetricPair, parting_step, shared_metrics
+from tb_trainhealth.compare.curves import MetricPair, accuracy_differs, parting_step, shared_metrics
 from tb_trainhealth.compare.noise import CURVE_NOISE, DRAWS, SEEDS, Judgement, Noise, Verdict, judge, judge_gains
 from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
@@ -109,8 +109,13 @@ def compare(
             run.run, baseline.run, Verdict.UNKNOWN, why, changes, None, metrics, run_findings, signal_changes=signals
         )
     judgement = _judged(run, baseline, metrics, changes, run_findings, baseline_findings)
+    differs = accuracy_differs(run, baseline)
     judgement = dataclasses.replace(
-        judgement, why=judgement.why + damaged + _earlier_verdict(recorded, judgement.verdict)
+        judgement,
+        why=judgement.why
+        + (f" ({differs})" if differs else "")
+        + damaged
+        + _earlier_verdict(recorded, judgement.verdict),
     )
     parted = None
     if judgement.verdict in (Verdict.WORSE, Verdict.BETTER):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.series_math import rolling_median, smoothing_window
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -19,6 +20,19 @@ METRICS = (
     (sig.EPOCH_VAL_LOSS, "val_loss", False),
     (sig.EPOCH_ACCURACY, "accuracy", True),
     (sig.EPOCH_LOSS, "loss", False),
+)
+ACCURACY_SERIES = (sig.EPOCH_VAL_ACCURACY, sig.EPOCH_ACCURACY)
+# What Keras resolves 'accuracy' to for class labels (Keras 3 classes, Keras 2 functions): one
+# quantity whatever the encoding. Keras 2's 'accuracy' under a regression loss is exact equality.
+SHARE_OF_CORRECT_CLASSES = frozenset(
+    {
+        "BinaryAccuracy",
+        "CategoricalAccuracy",
+        "SparseCategoricalAccuracy",
+        "binary_accuracy",
+        "categorical_accuracy",
+        "sparse_categorical_accuracy",
+    }
 )
 # An accuracy at most this in both runs throughout says nothing (Keras' 'accuracy' on targets
 # that are not classes: exact matches of real numbers).
@@ -57,10 +71,14 @@ def _json_float(value: float) -> float | None:
 
 
 def shared_metrics(run: RunSignals, baseline: RunSignals) -> list[MetricPair]:
-    """Every metric both runs logged per epoch that can tell them apart (the training loss per step
-    where neither has epochs). A run whose metric ends in NaN ends at the worst value there is."""
+    """Every metric both runs logged per epoch that can tell them apart and that means the same in
+    both (`accuracy_differs`), else the training loss per step where neither has epochs. A run whose
+    metric ends in NaN ends at the worst value there is."""
     pairs = []
+    differs = accuracy_differs(run, baseline) is not None
     for series_name, name, higher in METRICS:
+        if differs and series_name in ACCURACY_SERIES:
+            continue
         ours, theirs = run.get(series_name), baseline.get(series_name)
         if ours is not None and theirs is not None and telling(ours, theirs, higher):
             pairs.append(MetricPair(name, higher, *_final_and_best_pair(theirs, ours, higher)))
@@ -69,6 +87,28 @@ def shared_metrics(run: RunSignals, baseline: RunSignals) -> list[MetricPair]:
         if ours is not None and theirs is not None and telling(ours, theirs, False):
             pairs.append(MetricPair("loss", False, *_final_and_best_pair(smoothed(theirs), smoothed(ours), False)))
     return pairs
+
+
+def accuracy_differs(run: RunSignals, baseline: RunSignals) -> str | None:
+    """Why the two runs' "accuracy" is not one quantity (Keras resolved it to metrics of another
+    meaning: exact equality of real numbers against the share of correct classes), or None where it
+    is, or where a run did not record what it resolved to (logs before 0.5, a killed fit)."""
+    ours, theirs = _accuracy_class(run), _accuracy_class(baseline)
+    if ours is None or theirs is None or _meaning(ours) == _meaning(theirs):
+        return None
+    return f"accuracy is not compared: it resolved to {ours} in the run and to {theirs} in the baseline"
+
+
+def _accuracy_class(signals: RunSignals) -> str | None:
+    ends = signals.events_of(FitEndEvent)
+    classes = ends[-1].metric_classes if ends else {}
+    return next((classes[key] for key in sig.ACCURACY_KEYS if key in classes), None)
+
+
+def _meaning(metric_class: str) -> str:
+    """Metrics that count the share of correct classes, whichever label encoding they read, mean one
+    thing; any other metric means only itself."""
+    return "share of correct classes" if metric_class in SHARE_OF_CORRECT_CLASSES else metric_class
 
 
 def telling(run: Series, baseline: Series, higher: bool) -> bool:

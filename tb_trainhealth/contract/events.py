@@ -152,6 +152,9 @@ class FitEndEvent(Event):
     epochs_planned: int | None = None
     stopped_early: bool = False  # model.stop_training was set
     stopped_by: tuple[str, ...] = ()  # callbacks that can stop a fit and were there (EarlyStopping, ...)
+    # What each compiled metric resolved to ({"accuracy": "SparseCategoricalAccuracy"}): Keras picks the
+    # class for 'accuracy' from the loss and the shapes, so two runs' "accuracy" may not be one quantity.
+    metric_classes: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class StallPhase(Name):
