@@ -221,3 +221,40 @@ def test_a_baseline_named_like_html_renders_as_text(page):
     assert ("than " + XSS_RUN) in view.locator("[data-testid=compare]").inner_text()
     assert health_frame(page).locator("img[src=x]").count() == 0 and page.dialogs == []
     assert page.console_errors == []
+
+
+def test_compare_all_runs_shows_the_routes_rows_worst_first_and_a_click_opens_one(page):
+    """The "Compare all runs" table: the compare_all route's rows in its order (the worse runs first), its
+    words as text (a run named like HTML too); a click on a row opens that run's comparison with its baseline."""
+    frame = health_frame(page)
+    frame.locator("[data-testid=compare-all-button]").click()
+    table = frame.locator("[data-testid=compare-all]")
+    for option, baseline in (("run:base", "base"), ("@best", "best")):
+        table.locator("[data-testid=compare-all-baseline]").select_option(option)
+        table.locator("[data-testid=compare-all-table]").wait_for()
+        expected = get_json(page.url.split("#")[0] + "data/plugin/trainhealth/compare_all?baseline=" + baseline)
+        expected = expected["comparisons"]
+        rows = table.locator("[data-testid=compare-all-table] tbody tr")
+        assert [rows.nth(i).get_attribute("data-run") for i in range(rows.count())] == [c["run"] for c in expected]
+        assert [rows.nth(i).get_attribute("data-verdict") for i in range(rows.count())] == [
+            c["verdict"] for c in expected
+        ]
+        assert [c["run"] for c in expected[:2]] == ["tiny_lr", "small_lr"] and expected[0]["verdict"] == "worse"
+        for i, c in enumerate(expected):
+            cells = rows.nth(i).locator("td, th")
+            assert cells.nth(0).inner_text().lower() == c["verdict"] and cells.nth(1).inner_text() == c["run"]
+            assert cells.nth(2).text_content() == (c["baseline"] or "\u2014") + c["baseline_choice"]["rule"]
+            assert cells.nth(2).get_attribute("title") == c["baseline_choice"]["why"]
+            assert cells.nth(3).text_content() == cells.nth(3).get_attribute("title") == c["why"]
+            assert cells.nth(4).text_content() == (c["likely_cause"] or "")
+        if baseline == "base":
+            assert "base" not in [c["run"] for c in expected]  # not against itself
+    assert XSS_RUN in [c["run"] for c in expected]
+    assert frame.locator("img[src=x]").count() == 0 and page.dialogs == []
+    rows.first.click()  # tiny_lr, worse than base
+    view = frame.locator("[data-testid=run-view][data-run=tiny_lr]")
+    view.locator("[data-testid=compare-verdict][data-verdict=worse]").wait_for()
+    assert table.is_hidden() and "than " + expected[0]["baseline"] in view.locator("[data-testid=compare]").inner_text()
+    assert view.locator("[data-testid=compare-select]").input_value() == "run:" + expected[0]["baseline"]
+    view.locator("[data-testid=compare-select]").select_option("")  # remembered per run: leave tiny_lr unchosen
+    assert page.console_errors == []

@@ -173,7 +173,9 @@ def test_every_run_against_a_named_baseline_worse_first_in_one_line_each(runs):
     assert as_json.returncode == 1, as_json.stderr
     pairs = json.loads(as_json.stdout)
     assert [pair["run"] for pair in pairs] == [line.split()[1] for line in lines]
-    assert all(set(pair) == COMPARISON_KEYS | {"baseline_choice"} for pair in pairs)
+    assert all(set(pair) == COMPARISON_KEYS | {"baseline_choice", "likely_cause"} for pair in pairs)
+    assert pairs[0]["likely_cause"] == "learning_rate 0.003 -> 3e-06"  # the line's words (the tab shows them)
+    assert all(pair["likely_cause"] is None for pair in pairs[1:])  # not worse: no cause to name
     assert {pair["baseline_choice"]["rule"] for pair in pairs} == {"named"}
     two_runs = json.loads(cli(runs["tiny_lr"], runs["good"], "--json").stdout)  # the two-run form's object
     for key in ("verdict", "changes", "parted_at_step", "metrics"):
@@ -194,7 +196,7 @@ def test_every_run_against_the_best_earlier_run_of_its_own_model(runs):
     assert pairs["twin"]["baseline_choice"]["model"]["output_units"] == 3
     first = pairs["good"]  # trained first: nothing earlier
     assert (first["baseline"], first["verdict"], first["baseline_choice"]["rule"]) == (None, "unknown", "none")
-    assert set(first) == COMPARISON_KEYS | {"baseline_choice"}
+    assert set(first) == COMPARISON_KEYS | {"baseline_choice", "likely_cause"}
     other = pairs["regression"]  # the same layers, but one output unit: no earlier run of its model
     assert other["baseline"] is None and "closest" in other["why"]
     closest = other["baseline_choice"]["closest"]

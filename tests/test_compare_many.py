@@ -12,6 +12,7 @@ from tb_trainhealth.compare.baseline_pick import named_choice
 from tb_trainhealth.compare.comparison import Comparison
 from tb_trainhealth.compare.curves import MetricPair
 from tb_trainhealth.compare.noise import Verdict
+from tb_trainhealth.compare.settings_diff import Change
 from tb_trainhealth.signals import RunSignals
 
 
@@ -42,3 +43,15 @@ def test_many_runs_are_listed_worse_first_and_by_the_deciding_metrics_shortfall(
     assert order == ["g_nan", "h_accuracy", "f_much_worse", "d_slightly_worse", "e_broke", "c_unknown",
                      "b_same", "a_better"]  # fmt: skip
     assert pairs[3].deficit == pytest.approx(0.1 / 0.06)
+
+
+def test_the_likely_cause_is_the_first_change_of_a_worse_run_only():
+    """What the one-line listing and the tab's table both show, spelled once (`Pair.likely_cause`)."""
+    choice = named_choice(RunSignals("x"), RunSignals("base"))
+    worse = _comparison("w", Verdict.WORSE, "val_loss", 0.5, 5.0)
+    worse.changes[:] = [Change("learning_rate", 0.001, 1e-06), Change("batch_size", 32, 64)]
+    same = _comparison("s", Verdict.SAME, "val_loss", 0.5, 0.5)
+    same.changes[:] = worse.changes
+    assert many.Pair(worse, choice).to_json()["likely_cause"] == "learning_rate 0.001 -> 1e-06"
+    assert many.Pair(same, choice).to_json()["likely_cause"] is None
+    assert many.Pair(_comparison("n", Verdict.WORSE), choice).likely_cause is None  # worse, nothing changed

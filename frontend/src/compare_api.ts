@@ -158,3 +158,45 @@ export async function fetchCompare(run: string, baseline: string, points = 500):
     }),
   };
 }
+
+/** One row of "Compare all runs": a run against its baseline, in the route's words. */
+export interface ComparedRun {
+  run: string;
+  /** null: no baseline was found (`why` says why). */
+  baseline: string | null;
+  verdict: Verdict;
+  why: string;
+  /** How the baseline was chosen (`named`, `marked_good`, `no_warnings`, `best`, `none`), and that in words. */
+  rule: string;
+  ruleWhy: string;
+  /** The first changed setting, as the CLI's line says it, where the run is worse; else null. */
+  likelyCause: string | null;
+}
+
+export interface CompareAll {
+  /** Worst first, as the route orders them. */
+  comparisons: ComparedRun[];
+  /** Runs still being diagnosed: not in `comparisons` yet. */
+  pending: string[];
+}
+
+/** compare_all?baseline=: every run against a run, or (BEST) each against the best earlier run of its model. */
+export async function fetchCompareAll(baseline: string): Promise<CompareAll> {
+  const o = obj(await getJson("compare_all?baseline=" + encodeURIComponent(baseline)));
+  return {
+    comparisons: arr(o["comparisons"]).map((x) => {
+      const c = obj(x);
+      const choice = obj(c["baseline_choice"]);
+      return {
+        run: str(c["run"]),
+        baseline: strOrNull(c["baseline"]),
+        verdict: verdict(c["verdict"]),
+        why: str(c["why"]),
+        rule: str(choice["rule"]),
+        ruleWhy: str(choice["why"]),
+        likelyCause: strOrNull(c["likely_cause"]),
+      };
+    }),
+    pending: strs(o["pending"]),
+  };
+}

@@ -14,9 +14,9 @@ import { store, stored, STORE_BASELINE } from "./storage";
 const CHANGES_SHOWN = 12;
 const POINTS = 500;
 // Option values: "" none, BEST_OPTION the best earlier run, RUN_OPTION + name a run (a run may be named "best").
-const BEST_OPTION = "@best";
-const RUN_OPTION = "run:";
-const VERDICT_BADGE: Record<Verdict, string> = { worse: "critical", same: "info", better: "ok", unknown: "pending" };
+export const BEST_OPTION = "@best";
+export const RUN_OPTION = "run:";
+export const VERDICT_BADGE: Record<Verdict, string> = { worse: "critical", same: "info", better: "ok", unknown: "pending" };
 const AGAINST: Record<Verdict, string> = { worse: "than", same: "as", better: "than", unknown: "against" };
 
 export class CompareSection {
@@ -27,6 +27,7 @@ export class CompareSection {
   private run: string | null = null;
   private names: string[] = [];
   private token = 0; // a newer load makes older ones drop their results
+  private chosen: { run: string; choice: string } | null = null; // from "Compare all runs", for the next show()
 
   constructor() {
     this.element.append(
@@ -54,13 +55,21 @@ export class CompareSection {
   /** Shows the comparison for `run`: its remembered baseline, fetched anew when the run
    * changed, or (same run) when `refresh` says its data did. */
   show(run: string, refresh: boolean): void {
-    if (run !== this.run) {
+    const chosen = this.chosen?.run === run ? this.chosen.choice : null;
+    this.chosen = null;
+    if (run !== this.run || chosen !== null) {
       this.run = run;
-      this.fillOptions(stored(STORE_BASELINE + run) ?? "");
+      this.fillOptions(chosen ?? stored(STORE_BASELINE + run) ?? "");
       void this.load(true);
     } else if (refresh) {
       void this.load(false);
     }
+  }
+
+  /** Compares `run` with `choice` (an option value) when it is next shown, and remembers it for the run. */
+  choose(run: string, choice: string): void {
+    store(STORE_BASELINE + run, choice);
+    this.chosen = { run, choice };
   }
 
   /** Forgets the run and frees the charts (the view is hidden, or shows a run it cannot compare). */

@@ -57,6 +57,11 @@ export class RunView {
     this.compare.setRuns(names);
   }
 
+  /** Opens `run`'s comparison with `choice` (a "Compare with..." option) when the run is next loaded. */
+  compareWith(run: string, choice: string): void {
+    this.compare.choose(run, choice);
+  }
+
   /** Forgets what is shown and frees the charts (the view is hidden, or going away). */
   reset(): void {
     this.charts.destroyAll();

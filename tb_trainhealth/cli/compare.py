@@ -46,8 +46,9 @@ a file .tb-trainhealth-good in its directory first, then runs with no warning, t
 val_accuracy, else val_loss, else loss). One line per run: worse, unknown, same, better; within
 each, the largest shortfall on the deciding metric first. --json prints a list of the objects
 above, each with "baseline_choice": {"rule": "named"|"marked_good"|"no_warnings"|"best"|"none",
-"why", "model", "differs", "closest": [{"run", "differs"}]}; a run with no baseline has
-"baseline": null. Exit 1 if any run is worse; else 2 if a run with a baseline could not be judged
+"why", "model", "differs", "closest": [{"run", "differs"}]} and "likely_cause": the first changed
+setting as the line says it ("learning_rate 0.003 -> 3e-06") where the run is worse, else null; a
+run with no baseline has "baseline": null. Exit 1 if any run is worse; else 2 if a run with a baseline could not be judged
 against it, or no run had a baseline (one line on stderr); else 0. A run for which "best" finds no
 earlier run of its model is listed, and alone does not make the exit status 2.
 """
@@ -195,9 +196,8 @@ def render_line(pair: Pair) -> str:
     comparison = pair.comparison
     against = f"vs {comparison.baseline}" if comparison.baseline is not None else "no baseline"
     line = f"{comparison.verdict.value.upper():8} {comparison.run}  {against}: {comparison.why}"
-    if comparison.verdict is Verdict.WORSE and comparison.changes:
-        lead = comparison.changes[0]
-        line += f"; likely cause {lead.setting} {fix_text.value(lead.baseline)} -> {fix_text.value(lead.run)}"
+    if pair.likely_cause is not None:
+        line += f"; likely cause {pair.likely_cause}"
     return line
 
 

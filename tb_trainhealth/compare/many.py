@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tb_trainhealth.compare import fix_text
 from tb_trainhealth.compare.baseline_pick import Choice, named_choice, pick_baseline
 from tb_trainhealth.compare.comparison import Comparison, compare
 from tb_trainhealth.compare.noise import SEEDS, Verdict
@@ -30,8 +31,22 @@ class Pair:
     choice: Choice
 
     def to_json(self) -> dict[str, Any]:
-        """`Comparison.to_json()` with "baseline_choice" (`Choice.to_json`) added."""
-        return {**self.comparison.to_json(), "baseline_choice": self.choice.to_json()}
+        """`Comparison.to_json()` with "baseline_choice" (`Choice.to_json`) and "likely_cause" added."""
+        return {
+            **self.comparison.to_json(),
+            "baseline_choice": self.choice.to_json(),
+            "likely_cause": self.likely_cause,
+        }
+
+    @property
+    def likely_cause(self) -> str | None:
+        """The first changed setting, as the one-line listing says it ("learning_rate 0.003 -> 3e-06"),
+        where the run is worse and a setting changed; else None. One spelling for the CLI and the tab."""
+        comparison = self.comparison
+        if comparison.verdict is not Verdict.WORSE or not comparison.changes:
+            return None
+        lead = comparison.changes[0]
+        return f"{lead.setting} {fix_text.value(lead.baseline)} -> {fix_text.value(lead.run)}"
 
     @property
     def deficit(self) -> float | None:

@@ -85,6 +85,7 @@ class HealthPlugin(base_plugin.TBPlugin):
             "/findings": self._guard(self._findings),
             "/series": self._guard(self._series),
             "/compare": self._guard(self._compare),
+            "/compare_all": self._guard(self._compare_all),
         }
 
     def data_plugin_names(self):
@@ -144,6 +145,13 @@ class HealthPlugin(base_plugin.TBPlugin):
         points = _int_param(request, "points", DEFAULT_POINTS, MIN_POINTS, MAX_POINTS_SENT)
         cache, ctx = self._cache(request), _ctx(request)
         return route_answers.compare_answer(cache, ctx, run, baseline, points, logdir=self._logdir)
+
+    def _compare_all(self, request) -> dict[str, Any]:
+        """/compare_all?baseline=: every run against a run's name, or each against its "best"
+        earlier run of the same model; worst first."""
+        _check_params(request, allowed=("baseline",))
+        baseline = _param(request, "baseline")
+        return route_answers.compare_all_answer(self._cache(request), _ctx(request), baseline, logdir=self._logdir)
 
 
 def _ctx(request):

@@ -20,6 +20,7 @@ from tensorboard import context as tb_context
 from tensorboard import errors
 from tensorboard.compat import tf as tb_tf
 
+from tb_trainhealth.compare import many
 from tb_trainhealth.compare.baseline_pick import NAMED, Choice, marked_good, named_choice, pick_baseline
 from tb_trainhealth.compare.comparison import CODE as WORSE
 from tb_trainhealth.compare.comparison import Comparison, compare
@@ -40,6 +41,8 @@ DEFAULT_POINTS = 500
 LIST_KEYS = ("run", "status", "counts", "has_health_data", "last_step", "last_epoch", "errors", "notes", "file_errors")
 # The compare route's baseline meaning "the best earlier run of the same model" (baseline_pick.py).
 BEST = "best"
+# Run names the compare_all route's error for an unknown baseline lists.
+NAMES_SHOWN = 5
 # The runs route's logdir_problem_kind: which problem logdir_problem says, so the tab heads it right.
 MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE = "missing", "not_a_folder", "bucket_unreadable"
 
@@ -248,6 +251,34 @@ def _compare_json(
         "curves": curves,
         "layer_grad_ratio": ratios,
     }
+
+
+def compare_all_answer(
+    cache: DiagnosisCache, ctx: tb_context.RequestContext, baseline: str, logdir: str = ""
+) -> dict[str, Any]:
+    """Every run against one baseline, worst first: "comparisons", the list `tb-trainhealth compare
+    LOGDIR --baseline RUN|best --json` prints (`many.against_one`, `many.against_best`: the baseline
+    itself is not compared with itself), from the cache's diagnoses, nothing read again; "pending", the
+    runs still being diagnosed (in the list at a later request). `baseline` BEST: each run against
+    the best earlier run of its own model (runs marked as good under a local `logdir` first), as the
+    compare route picks it. Raises NotFoundError for a baseline no run here is named."""
+    diagnoses, pending = cache.all(ctx)
+    if baseline == BEST:
+        marked = marked_good(logdir, [d.group.name for d in diagnoses])
+        pairs = many.against_best(diagnoses, {d.signals.run for d in diagnoses if d.group.name in marked})
+    else:
+        theirs = next((d for d in diagnoses if d.group.name == baseline), None) or cache.one(baseline, ctx)
+        if theirs is None:
+            names = sorted(d.group.name for d in diagnoses) + sorted(g.name for g in pending)
+            shown = ", ".join(repr(n[:100]) for n in names[:NAMES_SHOWN]) + (
+                f", ... ({len(names)} in all)" if len(names) > NAMES_SHOWN else ""
+            )
+            raise errors.NotFoundError(
+                f"no baseline run named {baseline[:200]!r}: give one of the runs ({shown or 'none yet'}) or {BEST!r}"
+            )
+        pairs = many.against_one(diagnoses, theirs)
+        pending = [g for g in pending if g.name != baseline]  # diagnosed just now, to compare with
+    return {"comparisons": [pair.to_json() for pair in pairs], "pending": [g.name for g in pending]}
 
 
 def _scalar_points(signals: RunSignals, name: str, points: int) -> dict[str, Any]:
