@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -100,3 +102,24 @@ def pytest_sessionfinish(session, exitstatus):
                           for report in skipped})  # fmt: skip
         reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped: " + "; ".join(reasons), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@contextlib.contextmanager
+def reads_held(monkeypatch):
+    """Runs stay "being diagnosed" while the block runs: every SignalReader.read waits for its end,
+    and the diagnosis cache answers at once with what it has (the pool's threads finish after)."""
+    from tb_trainhealth.plugin import diagnosis_cache
+    from tb_trainhealth.read.reader import SignalReader
+
+    gate, original = threading.Event(), SignalReader.read
+
+    def gated_read(self, group, *args):
+        assert gate.wait(timeout=120), "never released"
+        return original(self, group, *args)
+
+    monkeypatch.setattr(SignalReader, "read", gated_read)
+    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
+    try:
+        yield
+    finally:
+        gate.set()

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 
 import pytest
+from conftest import reads_held
 from tensorboard import context as tb_context
 from tensorboard import errors
 
@@ -122,18 +122,8 @@ def test_an_unreadable_run_is_listed_and_hides_none_of_the_others(compare_logdir
 
 
 def test_runs_still_being_diagnosed_are_named_pending(compare_logdir, monkeypatch):
-    gate, original = threading.Event(), SignalReader.read
-
-    def gated_read(self, group, *args):
-        assert gate.wait(timeout=120), "never released"
-        return original(self, group, *args)
-
-    monkeypatch.setattr(SignalReader, "read", gated_read)
-    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
-    try:
+    with reads_held(monkeypatch):
         answer = route_answers.compare_all_answer(cache_for(compare_logdir), CTX, BEST)
-    finally:
-        gate.set()  # the pool's threads finish their reads
     assert answer["comparisons"] == []
     assert sorted(answer["pending"]) == ["base", "slow_lr", "small_lr", "tiny_lr", "wider"]
 

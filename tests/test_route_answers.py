@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 
 import numpy as np
 import pytest
+from conftest import reads_held
 from tensorboard import context as tb_context
 from tensorboard import errors
 
@@ -58,18 +58,8 @@ def test_runs_not_diagnosed_yet_come_last_as_pending(scenario_logdir, monkeypatc
     is listed with its status, the rest as pending after it, with no counts."""
     fresh = cache_for(scenario_logdir)
     nan = route_answers.find_diagnosis(fresh, CTX, "nan_input")
-    gate, original = threading.Event(), SignalReader.read
-
-    def gated_read(self, group, *args):
-        assert gate.wait(timeout=120), "never released"
-        return original(self, group, *args)
-
-    monkeypatch.setattr(SignalReader, "read", gated_read)
-    monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 0.0)
-    try:
+    with reads_held(monkeypatch):
         runs = route_answers.runs_answer(fresh, CTX, None)["runs"]
-    finally:
-        gate.set()  # the pool's threads finish their reads
     assert runs[0]["run"] == "nan_input" and runs[0]["status"] == nan.status == "critical"
     assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {RunStatus.PENDING}
     assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in runs[1:])
