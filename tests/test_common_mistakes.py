@@ -372,12 +372,14 @@ def test_one_sample_batches_are_judged_on_enough_samples(tmp_path):
 
 def test_batches_in_class_order_are_said_and_shuffled_ones_are_not(tmp_path):
     """tf.data over class-sorted arrays without shuffle(): 18 of the first 20 batches hold one class
-    (shuffled, ~0% would). On this easy task the step loss stays smooth (no harm shown): a note with
-    the fix; the same pipeline with shuffle() says nothing."""
+    (shuffled, ~0% would), said with the fix; the same pipeline with shuffle() says nothing."""
     ordered = tf.data.Dataset.from_tensor_slices(sorted_by_class())
     findings = train(tmp_path / "sorted", mlp(CLASSES), sparse(), ordered.batch(32), None)
     (said,) = [f for f in findings if f.code == "label_problem"]
     assert said.title.startswith("Batches come in class order") and "dataset.shuffle(" in said.fixes[0].code
-    assert said.severity == Severity.INFO and "does not show the harm yet" in said.detail
+    # Warning or note by the harm the run shows (its step loss jumping: how much depends on the
+    # model's initial weights, drawn before the seed is set); the rule's thresholds: test_batch_order.
+    harmed = "jumps from batch to batch" in said.detail
+    assert (said.severity == Severity.WARNING) == harmed and harmed != ("does not show the harm yet" in said.detail)
     shuffled = train(tmp_path / "shuffled", mlp(CLASSES), sparse(), ordered.shuffle(N, seed=0).batch(32), None)
     assert [f for f in shuffled if f.code == "label_problem"] == []

@@ -74,10 +74,14 @@ def train(tmp_path, data, epochs=2, model=None, **fit_kwargs):
 def test_measured_wait_matches_an_injected_delay_and_is_input_bound(tmp_path, make_data):
     run, findings = train(tmp_path, make_data())
     waits = run.series["input_wait_ms"].values[1:]  # the first fetch also starts the pipeline
-    # The truth is the injected delay; prefetching may hide up to one step's compute of it: ~1-2 ms
-    # here idle, but 3.5 ms (a median of 11.5 for 15) with the whole suite on 3 workers and both
-    # cores held by two busy loops, where every step is slower.
-    assert abs(np.median(waits) - SLEEP_MS) <= max(0.35 * SLEEP_MS, 2.0), np.median(waits)
+    steps = run.series["step_time_ms"].values[1:]  # the whole step, its wait included
+    # The truth is the injected delay, of which prefetching may hide up to one step's compute (the
+    # batch after this one is made while this one trains): ~1-2 ms idle, ~6 ms with two copies of the
+    # suite on 2 cores (a median wait of 8.7 ms for 15). Judged against the compute the run recorded,
+    # not against how fast the machine is.
+    compute = float(np.median(np.maximum(steps - waits, 0.0)))
+    tolerance = max(0.15 * SLEEP_MS, 2.0)
+    assert SLEEP_MS - compute - tolerance <= np.median(waits) <= SLEEP_MS + tolerance, (np.median(waits), compute)
     (bound,) = [f for f in findings if f.code == "input_bound"]
     assert bound.severity == Severity.WARNING and "highly input-bound" in bound.title
     assert "ms for its batch" in bound.detail and bound.fixes

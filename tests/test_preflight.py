@@ -178,7 +178,9 @@ HEALTHY = [
 def test_healthy_set_ups_pass(name):
     keras.utils.set_random_seed(0)
     model, x, y = _healthy()[name]()
-    report = tb_trainhealth.preflight(model, x, y)
+    # A budget no machine runs out of (36 s of 60 went to 1700 steps with two copies of the suite on
+    # 2 cores, and the verdict was skipped): every check must run and pass, however slow the machine.
+    report = tb_trainhealth.preflight(model, x, y, max_seconds=600)
     assert report.ok, str(report)
     assert not report.measurements.skipped, str(report)
     assert "OK" in str(report)
