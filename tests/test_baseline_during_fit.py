@@ -18,7 +18,7 @@ from tb_trainhealth.compare.comparison import behind_finding
 from tb_trainhealth.compare.noise import Verdict
 from tb_trainhealth.compare.so_far import Yardstick, cut_at, judged_so_far
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import ComparisonEvent
+from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent, PartOffEvent
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -186,3 +186,40 @@ def test_mid_fit_a_run_without_its_end_of_fit_is_not_taken_for_one_that_stopped_
     finding = behind_finding(cut_at(still_training, 120), cut_at(baseline, 120), judged.judgement, since=120)
     assert finding.title.startswith("Behind baseline base since step 120: likely cause learning_rate")
     assert "stopped after fewer epochs" not in finding.detail
+
+
+def test_epochs_of_another_length_are_judged_epoch_by_epoch_not_at_the_same_step():
+    """A batch 4x smaller makes 4x the steps per epoch: at the run's third epoch (step 480) the
+    baseline (40 steps an epoch) ended long ago; a twin is judged against the baseline's third epoch."""
+    baseline = run_of("base", epochs=10)
+    smaller_batches = run_of("twin", epochs=10, steps=1600, seed=1).before(3 * 160 + 1)
+    judged = judged_so_far(smaller_batches, baseline, Yardstick.of(smaller_batches, baseline))
+    assert judged is not None and judged.judgement.verdict is Verdict.SAME
+    assert (judged.run_end, judged.baseline_end) == (480, 120)
+
+
+def test_mid_fit_an_accuracy_of_another_meaning_does_not_decide():
+    """What the run's metrics resolved to comes from the model mid-fit (its end of fit is not written
+    yet): exact equality of real numbers against the share of correct classes is no comparison."""
+    baseline = run_of("base", epochs=10)
+    baseline.events = [FitEndEvent(400, epochs_run=10, metric_classes={"accuracy": "SparseCategoricalAccuracy"})]
+    stuck = run_of("stuck", val_accuracy=0.3, epochs=10).before(4 * 40 + 1)
+    assert judged_so_far(stuck, baseline, Yardstick.of(stuck, baseline)).judgement.verdict is Verdict.WORSE
+    resolved = FitEndEvent(160, metric_classes={"accuracy": "accuracy"})
+    stuck = dataclasses.replace(stuck, events=[*stuck.events, resolved])
+    judged = judged_so_far(stuck, baseline, Yardstick.of(stuck, baseline))
+    assert judged is not None and judged.judgement.verdict is Verdict.SAME and "loss" in judged.judgement.why
+
+
+def test_an_error_in_the_epoch_end_check_never_costs_the_final_verdict(baselines, tmp_path, monkeypatch):
+    from tb_trainhealth.compare import so_far
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the per-epoch check")
+
+    monkeypatch.setattr(so_far, "judged_so_far", broken)
+    health = _train(str(tmp_path / "run"), learning_rate=GOOD_RATE / 1000, baseline=baselines["classifier"])
+    comparisons = _comparisons(health)
+    assert [c.during_fit for c in comparisons] == [False] and comparisons[0].verdict == "worse"
+    parts = health._run.recording.signals().events_of(PartOffEvent)
+    assert [p.part for p in parts] == ["baseline so far"]

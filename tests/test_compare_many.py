@@ -55,3 +55,24 @@ def test_the_likely_cause_is_the_first_change_of_a_worse_run_only():
     assert many.Pair(worse, choice).to_json()["likely_cause"] == "learning_rate 0.001 -> 1e-06"
     assert many.Pair(same, choice).to_json()["likely_cause"] is None
     assert many.Pair(_comparison("n", Verdict.WORSE), choice).likely_cause is None  # worse, nothing changed
+
+
+def test_a_pair_that_cannot_be_compared_is_its_own_unknown_line_and_the_others_stand(monkeypatch):
+    from tb_trainhealth.diagnosis import Diagnosis
+    from tb_trainhealth.read.reader import RunGroup
+
+    def diagnosed(name: str) -> Diagnosis:
+        return Diagnosis(RunGroup(name, {"main": name}), RunSignals(name), [], [], (0, 0.0, 0))
+
+    original = many.compare
+
+    def fails_for_odd(run, *args, **kwargs):
+        if run.run == "odd":
+            raise ValueError("a shape nothing foresaw")
+        return original(run, *args, **kwargs)
+
+    monkeypatch.setattr(many, "compare", fails_for_odd)
+    base, odd, fine = diagnosed("base"), diagnosed("odd"), diagnosed("fine")
+    pairs = {pair.comparison.run: pair.comparison for pair in many.against_one([base, odd, fine], base)}
+    assert pairs["odd"].verdict is Verdict.UNKNOWN and "ValueError: a shape nothing foresaw" in pairs["odd"].why
+    assert pairs["fine"].why != pairs["odd"].why and pairs["odd"].baseline == "base"

@@ -10,10 +10,11 @@ is an `unknown` verdict with the reason at the end of the fit, never an error.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from tb_trainhealth import engine
-from tb_trainhealth.contract.events import ComparisonEvent
+from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent
 from tb_trainhealth.signals import RunSignals
 
 if TYPE_CHECKING:
@@ -52,16 +53,18 @@ class BaselineWatch:
         self._stick = Yardstick.of(run, self._baseline.signals)
         return self._baseline
 
-    def epoch_end(self, run: RunSignals, step: int) -> ComparisonEvent | None:
+    def epoch_end(self, run: RunSignals, step: int, metric_classes: dict[str, str]) -> ComparisonEvent | None:
         """The run so far against the baseline at the same step: an event where the verdict
-        changed (now clearly behind, or caught up), else None."""
+        changed (now clearly behind, or caught up), else None. `metric_classes`: what this fit's
+        metrics resolved to (its end of fit, which records them, is not written yet)."""
         from tb_trainhealth.compare.comparison import behind_finding
         from tb_trainhealth.compare.so_far import cut_at, judged_so_far
 
         baseline = self._read(run)
         if baseline is None or self._stick is None:
             return None
-        judged = judged_so_far(run, baseline.signals, self._stick)
+        resolved = FitEndEvent(step, metric_classes=metric_classes)
+        judged = judged_so_far(dataclasses.replace(run, events=[*run.events, resolved]), baseline.signals, self._stick)
         if judged is None:
             return None
         behind = judged.judgement.verdict.value == "worse"

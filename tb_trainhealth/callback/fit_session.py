@@ -75,6 +75,7 @@ class FitSession:
         self.base_step = run.step  # the step this fit started at
         self.fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
         self.baseline = BaselineWatch(baseline) if baseline is not None else None
+        self._metric_classes: dict[str, str] | None = None
 
     # -- set-up ---------------------------------------------------------------------------
     def start(self) -> bool:
@@ -214,7 +215,7 @@ class FitSession:
                 self.read_back_rows()
         self._record_epoch(epoch, logs)
         if self.baseline is not None:
-            self.guard.run(Part.BASELINE, self._compare_so_far)
+            self.guard.run(Part.BASELINE_SO_FAR, self._compare_so_far)
         if self.checks is not None:
             self.checks.measure_activations(run.step, epoch)
         run.diagnose_if_due(self.model)
@@ -279,7 +280,9 @@ class FitSession:
         read once, at the first); recorded only when that verdict changes."""
         recording, watch = self.run.recording, self.baseline
         if recording is not None and watch is not None:
-            event = watch.epoch_end(recording.signals(), self.run.step)
+            if self._metric_classes is None:  # resolved at the first step; the same all fit
+                self._metric_classes = fit_context.metric_classes(self.model)
+            event = watch.epoch_end(recording.signals(), self.run.step, self._metric_classes)
             if event is not None:
                 recording.event(event)
 

@@ -70,12 +70,7 @@ class Pair:
 def against_one(diagnoses: Sequence[Diagnosis], baseline: Diagnosis) -> list[Pair]:
     """Every run but the baseline itself against the baseline the user named, worst first."""
     pairs = [
-        Pair(
-            compare(d.signals, baseline.signals, d.findings, baseline.findings),
-            named_choice(d.signals, baseline.signals),
-        )
-        for d in diagnoses
-        if d is not baseline
+        Pair(_compared(d, baseline), named_choice(d.signals, baseline.signals)) for d in diagnoses if d is not baseline
     ]
     return worst_first(pairs)
 
@@ -94,10 +89,19 @@ def against_best(diagnoses: Sequence[Diagnosis], marked: Iterable[str] = ()) -> 
         if choice.baseline is None:
             comparison = Comparison.without_baseline(d.signals.run, choice.why)
         else:
-            theirs = by_name[choice.baseline]
-            comparison = compare(d.signals, theirs.signals, d.findings, theirs.findings)
+            comparison = _compared(d, by_name[choice.baseline])
         pairs.append(Pair(comparison, choice))
     return worst_first(pairs)
+
+
+def _compared(run: Diagnosis, baseline: Diagnosis) -> Comparison:
+    """One pair compared; an error in it (a run of a shape nothing foresaw) is that pair's unknown
+    verdict, with the error, and never hides the other runs' lines."""
+    try:
+        return compare(run.signals, baseline.signals, run.findings, baseline.findings)
+    except Exception as err:  # (any error: the other pairs still count)
+        why = f"could not be compared (an internal error, please report it): {type(err).__name__}: {err}"[:300]
+        return Comparison(run.signals.run, baseline.signals.run, Verdict.UNKNOWN, why, [], None, [], run.findings)
 
 
 def worst_first(pairs: Iterable[Pair]) -> list[Pair]:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from tb_trainhealth.compare.comparison import loss_start, yardstick
-from tb_trainhealth.compare.curves import METRICS, MetricPair, shared_metrics
+from tb_trainhealth.compare.curves import METRICS, MetricPair, compares_per_step, shared_metrics
 from tb_trainhealth.compare.noise import Judgement, Noise, deciding_metric, judge
 from tb_trainhealth.compare.settings_diff import changed_settings
 from tb_trainhealth.contract import series as sig
@@ -59,9 +59,9 @@ def judged_so_far(run: RunSignals, baseline: RunSignals, stick: Yardstick) -> So
     ours, theirs = run.get(sig.EPOCH_LOSS), baseline.get(sig.EPOCH_LOSS)
     if ours is None or theirs is None:
         return None
-    if run.axis == baseline.axis:  # the same step; a shorter baseline: its own steps
+    if compares_per_step(run, baseline):  # the same step; a shorter baseline: its own steps
         run_end = baseline_end = min(int(ours.steps[-1]), int(theirs.steps[-1]))
-    else:  # a baseline with epochs only: epoch by epoch
+    else:  # epochs of other lengths (another batch size), or a baseline with epochs only: epoch by epoch
         epochs = min(len(ours), len(theirs))
         run_end, baseline_end = int(ours.steps[epochs - 1]), int(theirs.steps[epochs - 1])
     run_cut, baseline_cut = _metrics_up_to(run, run_end), _metrics_up_to(baseline, baseline_end)
@@ -91,14 +91,16 @@ def cut_at(signals: RunSignals, end: int) -> RunSignals:
 
 
 def _metrics_up_to(signals: RunSignals, end: int) -> RunSignals:
-    """Only the compared per-epoch series, cut after `end`: cheap to build at every epoch end."""
+    """Only the compared per-epoch series, cut after `end`, and the end of fit that says what the
+    metrics resolved to (`curves.accuracy_differs`): cheap to build at every epoch end."""
     series = {}
     for name, _, _ in METRICS:
         found = signals.get(name)
         if found is not None:
             kept = found.steps <= end
             series[name] = Series(found.steps[kept], found.values[kept])
-    return RunSignals(signals.run, series=series, axis=signals.axis)
+    ends = [event for event in signals.events if isinstance(event, FitEndEvent) and event.metric_classes]
+    return RunSignals(signals.run, series=series, axis=signals.axis, events=ends[-1:])
 
 
 def _baseline_move(series: Series, end: int, pair: MetricPair) -> float:

@@ -157,6 +157,8 @@ class Part(Name):
     DIAGNOSIS = "diagnosis"  # the live diagnosis (printing, on_finding, stop_on)
     STOP_ON = "stop_on"
     BASELINE = "baseline"  # the end-of-fit comparison with HealthCallback(baseline=...)
+    # The same at each epoch end: its own part, so that an error there never costs the final verdict.
+    BASELINE_SO_FAR = "baseline so far"
 
 
 class LossKind(Name):

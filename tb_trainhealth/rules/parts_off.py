@@ -78,6 +78,10 @@ _LOST: dict[str, tuple[str, str]] = {
         "the comparison with the baseline was not made",
         "worse_than_baseline is unavailable (run tb-trainhealth compare RUN BASELINE)",
     ),
+    Part.BASELINE_SO_FAR: (
+        "the run was not compared with the baseline at each epoch end",
+        "a run behind its baseline is said at the end of the fit only",
+    ),
 }
 
 INTERNAL_ERROR_FIX = Fix(
