@@ -18,6 +18,7 @@ line says where the run is kept (with the command that sends it), and the proces
 from __future__ import annotations
 
 import atexit
+import concurrent.futures.thread  # noqa: F401 (its exit hook registered before ours)
 import math
 import os
 import shutil
@@ -165,19 +166,22 @@ def _copy_head(source: str, target: str, size: int) -> None:
 
 # Mirrors whose files are not all in the bucket yet. An event file is closed only once its fit
 # has been over a while (`recording`), which a script that ends with its fit never waits for: at
-# exit, after HealthCallback's own hooks flushed (registered later, so run earlier), each gets
-# its last upload, all within FINAL_UPLOAD_SECONDS.
+# exit each gets its last upload, all within FINAL_UPLOAD_SECONDS of the first exit hook.
 _LIVE: set[BucketMirror] = set()
+_REPORTED: set[BucketMirror] = set()  # those whose kept copy was said at exit
+_deadline: list[float] = []
 
 
 def _finish_all() -> None:
+    if not _deadline:
+        _deadline.append(time.monotonic() + FINAL_UPLOAD_SECONDS)
     mirrors = list(_LIVE)
-    deadline = time.monotonic() + FINAL_UPLOAD_SECONDS
     for mirror in mirrors:
         mirror.ask_last()
     for mirror in mirrors:
-        problem = mirror.wait(deadline - time.monotonic())
-        if problem is not None:
+        problem = mirror.wait(_deadline[0] - time.monotonic())
+        if problem is not None and mirror not in _REPORTED:
+            _REPORTED.add(mirror)
             print(
                 f"tb-trainhealth: the last upload to {mirror.url} {problem}; the run is kept in "
                 f"{mirror.local_dir}; to send it: {mirror.send_command()}",
@@ -185,6 +189,11 @@ def _finish_all() -> None:
             )
 
 
+# First among threading's own exit hooks (latest registered runs first), so before
+# concurrent.futures stops taking work (registered at its import, here before ours): s3fs and
+# gcsfs need its threads (a DNS lookup). Then again among atexit's, for what HealthCallback's
+# own exit hook flushes (a fit that never ended), within the same deadline.
+getattr(threading, "_register_atexit", atexit.register)(_finish_all)
 atexit.register(_finish_all)
 
 
