@@ -9,7 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+import time
 
 import pytest
 from bucket_emulators import BUCKET, SCHEMES, environment, running_emulator
@@ -150,3 +153,94 @@ def test_multi_worker_run_in_a_bucket_is_one_run_written_by_the_chief(bucket):
     assert len(files) == 1 and "/mw/run/events.out.tfevents." in files[0], files
     (run,) = diagnose_json(bucket.url("mw"))["runs"]
     assert run["run"] == "run" and run["status"] == "ok" and run["event_counts"], run
+
+
+HELD = os.path.join(ROOT, "tests", "bucket_upload_held.py")
+
+
+def test_a_slow_upload_does_not_hold_up_the_epoch_ends(bucket, tmp_path):
+    """Every upload waits until the fit is over (`hold` seconds at most): the fit still reaches its
+    end (the first upload, asked for by the run's first record, was held all along), and no epoch
+    end, event record or the fit's end waited for it; then the run lands in the bucket."""
+    hold = 20.0
+    proc = python(HELD, bucket.url("slow/run"), "slow", str(hold), env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[0])
+    assert result["held"] and not result["ran_out"], result  # held until the fit ended
+    during = [(c["call"], c["seconds"]) for c in result["calls"] if c["upload_held"]]
+    names = [name for name, _ in during]
+    assert names.count("on_epoch_end") == 4 and "on_train_end" in names and "write_json" in names, during
+    assert max(seconds for _, seconds in during) < hold / 4, during
+    (name,) = bucket.filesystem().find(f"{BUCKET}/slow", detail=False)
+    assert "/slow/run/events.out.tfevents." in name
+    assert not os.listdir(tmp_path), os.listdir(tmp_path)  # the local copy went once sent
+
+
+def test_an_upload_that_hangs_does_not_keep_the_process_from_exiting(bucket, tmp_path):
+    """Every upload hangs: the process exits once the last upload's deadline (2 s here) has
+    passed, with one line saying where the run is kept and a command that sends it."""
+    deadline = 2.0
+    proc = python(HELD, bucket.url("hung/run"), "hang", str(deadline), env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fit_ended, hooks_done = (json.loads(line) for line in proc.stdout.splitlines())
+    waited = hooks_done["exit_hooks_done"] - fit_ended["fit_ended"]
+    assert deadline - 0.1 < waited < deadline + 10, waited  # the wait for the upload, then no more
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("tb-trainhealth: ")]
+    assert f"the last upload to {bucket.url('hung/run')} did not finish within 2 s" in said, said
+    kept = said.split("the run is kept in ")[1].split("; ")[0]
+    (event_file,) = os.listdir(kept)
+    assert kept.startswith(str(tmp_path)) and os.path.getsize(os.path.join(kept, event_file)) > 1000
+    assert not bucket.filesystem().find(f"{BUCKET}/hung")
+    command = said.split("to send it: ")[1]
+    assert command.startswith("python -c ")
+    sent = subprocess.run(sys.executable + command[len("python") :], shell=True, capture_output=True, text=True)
+    assert sent.returncode == 0, sent.stderr[-2000:]
+    files = bucket.filesystem().find(f"{BUCKET}/hung", detail=True)
+    assert {name.rsplit("/", 1)[1]: info["size"] for name, info in files.items()} == {
+        event_file: os.path.getsize(os.path.join(kept, event_file))
+    }
+
+
+def test_uploads_send_what_was_flushed_one_at_a_time_spaced_by_their_duration(bucket, monkeypatch, tmp_path):
+    """A mirror on its own (uploads take 0.5 s here, UPLOAD_SECONDS 0): bytes written after a
+    flush are not sent; asks made while an upload runs become one upload after it; the next
+    periodic one is due UPLOAD_SPACING times an upload's duration after it, not before."""
+    import fsspec
+
+    from tb_trainhealth.callback.record import bucket_mirror
+
+    monkeypatch.setattr(bucket_mirror, "UPLOAD_SECONDS", 0.0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    url, took, entered, sent = bucket.url("spaced/run"), 0.5, threading.Event(), []
+    filesystem = fsspec.core.url_to_fs(url)[0]  # the one the mirror uploads through
+    put_file = filesystem.put_file
+
+    def slow_put_file(local, remote, **kwargs):
+        entered.set()
+        sent.append(os.path.getsize(local))
+        time.sleep(took)
+        return put_file(local, remote, **kwargs)
+
+    monkeypatch.setattr(filesystem, "put_file", slow_put_file)
+    mirror = bucket_mirror.BucketMirror(url)
+    path = os.path.join(mirror.local_dir, "events.out.tfevents.1.v2")
+    with open(path, "ab") as file:
+        file.write(b"a" * 100)
+    mirror.flushed()
+    assert entered.wait(30) and not mirror.due()  # under way: not due
+    with open(path, "ab") as file:
+        file.write(b"b" * 50)
+    mirror.flushed()
+    mirror.flushed()  # (the same upload)
+    with open(path, "ab") as file:
+        file.write(b"c" * 30)  # not flushed
+    assert mirror.wait(30) is None
+    answered = time.monotonic()
+    assert sent == [100, 150], sent
+    assert bucket.filesystem().cat_file(f"{BUCKET}/spaced/run/events.out.tfevents.1.v2") == b"a" * 100 + b"b" * 50
+    while not mirror.due():
+        time.sleep(0.02)
+    assert time.monotonic() - answered >= bucket_mirror.UPLOAD_SPACING * took / 2  # (0 s apart without the spacing)
+    mirror.close()
+    assert mirror.wait(30) is None and not os.listdir(tmp_path)  # all sent: the local copy went
+    assert sent == [100, 150, 180]

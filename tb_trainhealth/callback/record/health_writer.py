@@ -9,8 +9,10 @@ they survive the process dying.
 
 Writing runs on one background thread, in call order, which the training thread would
 otherwise wait for (on a GPU machine the host is idle during the step anyway). Each step's
-row is one event holding all its values, serialized from byte templates (`summary_bytes`). A write that fails (disk full, a flaky bucket) loses
-only itself: the first failure is printed once, and recording goes on.
+row is one event holding all its values, serialized from byte templates (`summary_bytes`).
+A write that fails (disk full) loses only itself: the first failure is printed once, and
+recording goes on. A bucket's copy is uploaded on a thread of its own (`bucket_mirror`): this
+thread only flushes and says so, and no write waits for an upload.
 
 The file writer is TensorFlow's own summary writer resource, driven with `tf.raw_ops`: the
 graph function that writes a window of rows takes the writer as an input, so it is traced
@@ -162,10 +164,11 @@ class HealthWriter:
         self._upload_if_due()
 
     def _upload_if_due(self) -> None:
-        """On the writer's thread: a bucket's copy follows the run every UPLOAD_SECONDS."""
+        """On the writer's thread: a bucket's copy follows the run (`bucket_mirror`): flushed
+        here, sent on the mirror's own thread."""
         if self._mirror is not None and self._mirror.due():
             tf.raw_ops.FlushSummaryWriter(writer=self._handle)
-            self._mirror.upload()
+            self._mirror.flushed()
 
     def _column(
         self, tag: str, metadata: bytes, shape: tuple, values: np.ndarray, present: np.ndarray | None = None
@@ -209,8 +212,8 @@ class HealthWriter:
             self._wait()
             if not self._closed:
                 tf.raw_ops.FlushSummaryWriter(writer=self._handle)
-                if self._mirror is not None:  # sent behind the caller's back, in turn with the writes
-                    self._submit_now(self._mirror.upload)
+                if self._mirror is not None:  # sent on the mirror's thread: the caller goes on
+                    self._mirror.flushed()
 
     def close(self) -> None:
         with self._lock:
@@ -222,8 +225,7 @@ class HealthWriter:
                     tf.raw_ops.CloseSummaryWriter(writer=self._handle)
                     tf.raw_ops.DestroyResourceOp(resource=self._handle, ignore_lookup_error=True)
                     if self._mirror is not None:
-                        self._submit_now(self._mirror.finish)
-                        self._wait()
+                        self._mirror.close()
 
 
 def _row_layout(dense: dict[str, np.ndarray]) -> tuple[str, ...]:
