@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -350,6 +351,20 @@ def test_a_run_whose_files_cannot_be_read_is_listed_with_its_error(page):
     assert "unreadable" in frame.locator(".th-summary").inner_text()
 
 
+@contextlib.contextmanager
+def _empty_state(page, url: str):
+    """The tab's empty state (no runs, or why none can be listed) on a second page of the module's
+    browser (one Playwright per process), closed after."""
+    other = page.context.new_page()
+    try:
+        other.goto(url + "/#trainhealth")
+        empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
+        empty.wait_for(timeout=30_000)
+        yield empty
+    finally:
+        other.close()
+
+
 def test_a_logdir_that_does_not_exist_is_said_not_no_runs(page, tmp_path):
     """TensorBoard started on a mistyped --logdir: the tab says the folder does not exist (issue 47),
     not "no training runs yet", which would send the user looking for a bug in training. (A second
@@ -357,16 +372,10 @@ def test_a_logdir_that_does_not_exist_is_said_not_no_runs(page, tmp_path):
     missing = str(tmp_path / "no_such_logdir")
     with running_tensorboard(missing, load_fast=False) as url:
         assert "does not exist" in get_json(url + "/data/plugin/trainhealth/runs")["logdir_problem"]
-        other = page.context.new_page()
-        try:
-            other.goto(url + "/#trainhealth")
-            empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
-            empty.wait_for(timeout=30_000)
+        with _empty_state(page, url) as empty:
             assert empty.get_attribute("data-kind") == "no-logdir"
             assert empty.locator("h2").inner_text() == "The logdir does not exist"
             assert f"The logdir {missing} does not exist" in empty.inner_text()
-        finally:
-            other.close()
 
 
 def test_a_bucket_nothing_here_reads_is_headed_as_such_not_as_a_missing_folder(page):
@@ -375,14 +384,8 @@ def test_a_bucket_nothing_here_reads_is_headed_as_such_not_as_a_missing_folder(p
     bucket = "az://container/logs"
     with running_tensorboard(bucket, load_fast=False, without_tensorflow=True) as url:
         assert get_json(url + "/data/plugin/trainhealth/runs")["logdir_problem_kind"] == "bucket_unreadable"
-        other = page.context.new_page()
-        try:
-            other.goto(url + "/#trainhealth")
-            empty = other.frame_locator("iframe").first.locator("[data-testid=empty-state]")
-            empty.wait_for(timeout=30_000)
+        with _empty_state(page, url) as empty:
             assert empty.get_attribute("data-problem") == "bucket_unreadable"
             assert empty.locator("h2").inner_text() == "This TensorBoard cannot read the bucket"
             text = empty.inner_text()
             assert f"cannot reach {bucket}" in text and "does not exist" not in text and "--logdir logs" not in text
-        finally:
-            other.close()
