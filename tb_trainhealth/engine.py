@@ -12,7 +12,7 @@ from tb_trainhealth.contract.events import NonfiniteEvent
 from tb_trainhealth.contract.vocab import NonfiniteWhere
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.rules import EXPLAINS, RULES, RuleSpec
-from tb_trainhealth.rules.common_fixes import fit_to_run, one_learning_rate_direction
+from tb_trainhealth.rules.common_fixes import fit_to_run
 from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         for finding in findings
     ]
     findings = [fit_to_run(run, finding) for finding in findings]  # no fix for what the run already does
-    findings = one_learning_rate_direction(one_per_layer(findings))
+    findings = one_per_layer(findings)  # (one direction per setting is the run's plan's: advice/plan.py)
     if run.axis == sig.EPOCH_AXIS:  # `step` always means a batch step
         findings = [dataclasses.replace(f, step=None, epoch=f.step) for f in findings]
     return causes_first(sorted(findings, key=lambda f: (-f.severity, f.onset if f.onset is not None else -1, f.code)))

@@ -30,15 +30,42 @@ class Direction(enum.Enum):
     LOWER = "lower"
     RAISE = "raise"
     ADD = "add"
+    REMOVE = "remove"
+    CHANGE = "change"  # to another value, neither more nor less (an activation, a loss)
+
+
+# Directions that undo each other on one setting: a plan never holds both.
+_OPPOSITE = {
+    Direction.LOWER: Direction.RAISE,
+    Direction.RAISE: Direction.LOWER,
+    Direction.ADD: Direction.REMOVE,
+    Direction.REMOVE: Direction.ADD,
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Intent:
-    """What a fix changes, as data: which setting, which way. Merging fixes, ordering them and
-    keeping one learning-rate direction per run read this, never the sentence."""
+    """What a fix changes, as data: which setting, which way. The run's plan (advice/plan.py)
+    merges, orders and matches fixes with the trials that measured them by this, never by the
+    sentence."""
 
     setting: str
     direction: Direction
+
+    def opposes(self, other: Intent) -> bool:
+        """The two point opposite ways on one setting (learning rate up and down)."""
+        return self.setting == other.setting and _OPPOSITE.get(self.direction) == other.direction
+
+    def to_dict(self) -> dict[str, str]:
+        return {"setting": self.setting, "direction": self.direction.value}
+
+    @classmethod
+    def parse(cls, data: Any) -> Intent | None:
+        """From `to_dict`'s form; None for anything else (a newer writer's direction)."""
+        try:
+            return cls(str(data["setting"]), Direction(data["direction"]))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 # The settings fixes name (Intent.setting).
@@ -46,17 +73,44 @@ LEARNING_RATE = "learning_rate"
 CLIPNORM = "clipnorm"
 EARLY_STOPPING = "early_stopping"
 LR_SCHEDULE = "lr_schedule"
+EPOCHS = "epochs"  # train longer (more steps at the same settings)
+OUTPUT_ACTIVATION = "output_activation"
+LOSS = "loss"  # the loss function, or its from_logits
+INPUT_SCALE = "input_scale"  # standardise (or rescale) the inputs
+TARGET_SCALE = "target_scale"  # standardise the regression targets
+INITIALIZER = "initializer"
+HIDDEN_ACTIVATION = "hidden_activation"  # a non-linearity between layers
+REGULARIZATION = "regularization"  # dropout, weight penalties
+RECOMPILE = "recompile"  # compile again after a trainable change
+LABELS = "labels"  # the labels' encoding or content
+TF_DATA = "tf_data"  # a tf.data pipeline's own settings (prefetch, parallel map, cache)
 LOWER_RATE = Intent(LEARNING_RATE, Direction.LOWER)
 RAISE_RATE = Intent(LEARNING_RATE, Direction.RAISE)
 ADD_CLIPPING = Intent(CLIPNORM, Direction.ADD)
 ADD_EARLY_STOPPING = Intent(EARLY_STOPPING, Direction.ADD)
 ADD_LR_SCHEDULE = Intent(LR_SCHEDULE, Direction.ADD)
+MORE_EPOCHS = Intent(EPOCHS, Direction.RAISE)
+CHANGE_OUTPUT = Intent(OUTPUT_ACTIVATION, Direction.CHANGE)
+CHANGE_LOSS = Intent(LOSS, Direction.CHANGE)
+SCALE_INPUTS = Intent(INPUT_SCALE, Direction.ADD)
+SCALE_TARGETS = Intent(TARGET_SCALE, Direction.ADD)
+CHANGE_INITIALIZER = Intent(INITIALIZER, Direction.CHANGE)
+ADD_NONLINEARITY = Intent(HIDDEN_ACTIVATION, Direction.ADD)
+ADD_REGULARIZATION = Intent(REGULARIZATION, Direction.ADD)
+REMOVE_REGULARIZATION = Intent(REGULARIZATION, Direction.REMOVE)
+ADD_RECOMPILE = Intent(RECOMPILE, Direction.ADD)
+CHANGE_LABELS = Intent(LABELS, Direction.CHANGE)
+TUNE_TF_DATA = Intent(TF_DATA, Direction.CHANGE)
+CHANGE_HIDDEN_ACTIVATION = Intent(HIDDEN_ACTIVATION, Direction.CHANGE)
+ADD_CLASS_WEIGHTS = Intent("class_weight", Direction.ADD)
+RAISE_BATCH_SIZE = Intent("batch_size", Direction.RAISE)
 
 
 @dataclasses.dataclass(frozen=True)
 class Fix:
-    """One suggested change: a short sentence and, where one exists, code to paste; `intents`
-    say what it changes (the sentence is how it is said)."""
+    """One change a rule would suggest: a short sentence and, where one exists, code to paste;
+    `intents` say what it changes (the sentence is how it is said). A finding's fixes are its
+    candidates for the run's one plan (advice/plan.py), never shown as a list of their own."""
 
     text: str
     code: str | None = None
@@ -135,7 +189,9 @@ class Finding:
                 "check": self.evidence.check,
                 "facts": [{"label": f.label, "value": f.value} for f in self.evidence.facts],
             },
-            "fixes": [{"text": f.text, "code": f.code} for f in self.fixes],
+            # The record's form keeps the rule's candidates (events, compare); a run's report shows
+            # its one plan instead (report/run_report.py).
+            "fixes": [fix_to_dict(f) for f in self.fixes],
         }
 
     @classmethod
@@ -155,9 +211,18 @@ class Finding:
                 facts=tuple(Fact(str(f["label"]), str(f["value"])) for f in evidence.get("facts", ())),
                 check=evidence.get("check"),
             ),
-            fixes=tuple(Fix(str(f["text"]), f.get("code")) for f in data.get("fixes", ())),
+            fixes=tuple(_fix_from_dict(f) for f in data.get("fixes", ()) if isinstance(f, dict) and "text" in f),
             epoch=None if data.get("epoch") is None else int(data["epoch"]),
         )
+
+
+def fix_to_dict(fix: Fix) -> dict[str, Any]:
+    return {"text": fix.text, "code": fix.code, "intents": [i.to_dict() for i in fix.intents]}
+
+
+def _fix_from_dict(data: dict[str, Any]) -> Fix:
+    intents = (Intent.parse(i) for i in data.get("intents") or ())
+    return Fix(str(data["text"]), data.get("code"), tuple(i for i in intents if i is not None))
 
 
 def run_status(findings: list[Finding]) -> RunStatus:

@@ -27,6 +27,9 @@ from tb_trainhealth.contract.events import (
     StallEvent,
     StallPhase,
     ThreadPlace,
+    TrialResult,
+    TrialsEvent,
+    TrialVerdict,
     WeightInitEvent,
     parse_event,
 )
@@ -78,6 +81,24 @@ EXAMPLES = [
         7, "gradients", "AttributeError: 'Adam' object has no attribute '_trainable_variables'", True, "3.16.0"
     ),
     PartOffEvent(0, "nan origin", "the step is XLA-compiled (jit_compile=True)", error=False),
+    TrialsEvent(
+        180,
+        (
+            TrialResult(
+                "learning_rate", "raise", "learning rate 1e-07 -> 0.001", TrialVerdict.HELPED, "Adam(1e-3)", 0.05, 0.3
+            ),
+        ),
+        ("loss_plateau",),
+        samples=768,
+        held_out=256,
+        steps=180,
+        unchanged_error=1.1,
+        unchanged_loss=1.49,
+        seconds=2.5,
+        budget_seconds=10.0,
+        untried=("3x the steps at the same settings",),
+    ),
+    TrialsEvent(12, findings=("nonfinite",), skipped="the training data is a Python generator"),
 ]
 
 

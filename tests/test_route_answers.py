@@ -13,6 +13,7 @@ from conftest import reads_held
 from tensorboard import context as tb_context
 from tensorboard import errors
 
+from tb_trainhealth.advice.plan import build_plan
 from tb_trainhealth.compare.curves import MIN_PARTED_POINTS, PARTED_SHARE
 from tb_trainhealth.compare.noise import ACCURACY_NOISE
 from tb_trainhealth.contract.vocab import RunStatus
@@ -69,7 +70,10 @@ def test_findings_answer_gives_the_engines_findings_and_the_runs_series(cache, s
     for run, findings in scenario_findings.items():
         answer = route_answers.findings_answer(cache, CTX, None, run)
         assert answer["run"] == run and answer["status"] == run_status(findings)
-        assert answer["findings"] == [f.to_dict() for f in findings]
+        shown = [{k: v for k, v in f.items() if k not in ("plan_steps", "trial_note")} for f in answer["findings"]]
+        assert shown == [{k: v for k, v in f.to_dict().items() if k != "fixes"} for f in findings]
+        signals = route_answers.find_diagnosis(cache, CTX, run).signals
+        assert answer["plan"] == build_plan(signals, findings).to_dict()  # the plan, once, at the run's level
     nan = route_answers.findings_answer(cache, CTX, None, "nan_input")
     assert nan["findings"][0]["code"] == "nonfinite" and nan["lead"]["code"] == "nonfinite"
     assert any(e["kind"] == "nonfinite" for e in nan["events"])

@@ -578,9 +578,9 @@ def test_a_relative_change_that_rounds_to_nothing_reads_0_percent_never_minus_0(
     assert signed_percent(-0.0123) == "-1.2%" and signed_percent(0.5) == "+50.0%"
 
 
-def test_a_higher_learning_rate_is_never_the_one_in_use_and_never_beside_a_lower_one():
+def test_a_higher_learning_rate_is_never_the_one_in_use():
     from tb_trainhealth.findings import Evidence, Finding
-    from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER, fit_to_run, one_learning_rate_direction
+    from tb_trainhealth.rules.common_fixes import fit_to_run
     from tb_trainhealth.rules.loss_curve import PLATEAU_FIXES
 
     run = run_with(learning_rate=np.full(10, 1e-3))
@@ -588,17 +588,6 @@ def test_a_higher_learning_rate_is_never_the_one_in_use_and_never_beside_a_lower
     plateau = Finding("loss_plateau", Severity.WARNING, 1, "t", "d", Evidence(("loss",)), PLATEAU_FIXES)
     raised = fit_to_run(run, plateau).fixes[0]
     assert "keras.optimizers.RMSprop(learning_rate=0.01)" in raised.code and "# was 0.001" in raised.code
-    dead = Finding("dead_relu", Severity.WARNING, 1, "t", "d", Evidence(()), (LR_FIX_LOWER,))
-    kept = one_learning_rate_direction([fit_to_run(run, plateau), dead])
-    assert not any(f.text.startswith("Raise") for f in kept[0].fixes) and kept[1] == dead  # lower wins a tie
-    # ...and the plateau says why its usual fix is missing, and which finding to fix first.
-    assert "Not raising the learning rate here: `dead_relu` needs it lower" in kept[0].fixes[-1].text
-    crash = dataclasses.replace(dead, severity=Severity.INFO)
-    kept = one_learning_rate_direction([plateau, crash])
-    assert kept[0] == plateau and kept[1].fixes[0].text.startswith(
-        "Not lowering the learning rate here: `loss_plateau`"
-    )
-    assert len(kept[1].fixes) == 1  # the more severe finding's direction stays
 
 
 def test_two_findings_of_one_code_naming_the_same_layer_are_one():

@@ -37,6 +37,7 @@ from tb_trainhealth.callback.step.memory import host_memory_limit_mb, host_memor
 from tb_trainhealth.callback.step.step_clock import StepClock
 from tb_trainhealth.callback.step.step_probe import StepProbe
 from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
+from tb_trainhealth.callback.trials.at_fit_end import TrialSetup, setup_at_start, why_no_trials
 from tb_trainhealth.callback.watch import crash_guard
 from tb_trainhealth.contract import tags
 from tb_trainhealth.contract.run_info import LayerInfo, RunInfo
@@ -60,6 +61,7 @@ class FitSession:
         preflight: bool,
         on_crash: Callable[[BaseException, str], None],
         baseline: str | None = None,
+        trials: bool = True,
     ):
         """owner: the callback (not one of the fit's other callbacks); on_crash(error, phase):
         records an exception that ends training; baseline: a known-good run's log_dir to compare with."""
@@ -76,6 +78,9 @@ class FitSession:
         self.fit_callbacks: list[Any] = []  # the fit's other callbacks (what the user already does)
         self.baseline = BaselineWatch(baseline) if baseline is not None else None
         self._metric_classes: dict[str, str] | None = None
+        self._trials = trials
+        self.trial_setup: TrialSetup | None = None  # kept for trials at the fit's end (callback/trials/)
+        self.trials_ruled_out: str | None = None  # why this model's fit cannot be tried
 
     # -- set-up ---------------------------------------------------------------------------
     def start(self) -> bool:
@@ -117,6 +122,10 @@ class FitSession:
         elif self._preflight:
             guard.run(Part.PREFLIGHT, preflight_in_fit, model, adapter, recording, self.base_step)
         self.reads = ReadBack(self.clock, self.input, legacy)
+        if self._trials:
+            self.trials_ruled_out = guard.run(Part.TRIALS, why_no_trials, model)
+            if self.trials_ruled_out is None:
+                self.trial_setup = guard.run(Part.TRIALS, setup_at_start, model, adapter, self.base_step)
         run.live.begin_fit()
         return True
 

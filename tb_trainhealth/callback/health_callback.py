@@ -10,6 +10,7 @@ Keras' protocol), routes them to those two, and keeps the public API: its argume
 from __future__ import annotations
 
 import atexit
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,14 +18,16 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tb_trainhealth.advice.plan import build_plan, plan_lines
 from tb_trainhealth.callback.fit_session import FitSession
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
 from tb_trainhealth.callback.probe_guard import ProbeGuard
 from tb_trainhealth.callback.record import bucket_mirror
 from tb_trainhealth.callback.run_record import RunRecord
+from tb_trainhealth.callback.trials.at_fit_end import TrialSetup, codes_to_try, try_changes
 from tb_trainhealth.callback.watch import crash_guard
-from tb_trainhealth.contract.events import OomEvent
+from tb_trainhealth.contract.events import OomEvent, TrialsEvent
 from tb_trainhealth.contract.vocab import Part
 from tb_trainhealth.findings import Finding, Severity
 
@@ -85,6 +88,12 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             the fit no longer spends; each check then takes ~0.4 ms, an epoch end 4.1 ms against
             3.5 ms without a baseline: `python bench/baseline_per_epoch.py`, 2 shared CPU cores).
             The end-of-fit verdict is the final word: a run that caught up is not worse.
+        trials: where a fit ends judged failing (a warning or critical of the learning kind:
+            worse than a constant, a plateau, NaN, divergence, dead units...), try the candidate
+            changes on a clone of the model from the fit's starting weights, on a sample of its own
+            data, before telling them: the run's plan puts what helped first and never advises what
+            made things worse (`callback/trials/`; at most 10% of the fit's time or 10 s, whichever is
+            larger, never over 60 s; never on a healthy run). False: the plan rests on the rules alone.
     """
 
     def __init__(
@@ -99,6 +108,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         preflight: bool = False,
         stall_after: float | None = None,
         baseline: str | None = None,
+        trials: bool = True,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -110,6 +120,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         self.measure_input = measure_input
         self.preflight = preflight
         self.baseline = None if baseline is None else str(baseline)
+        self.trials = trials
         self.guard = ProbeGuard(on_disable=self._on_disable, on_off=self._record_part_off)
         self.live = LiveDiagnosis(
             self.log_dir, diagnose_every, Severity.parse(stop_on) if stop_on else None, on_finding, verbose
@@ -146,6 +157,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             preflight=self.preflight,
             on_crash=self.record_crash,
             baseline=self.baseline,
+            trials=self.trials,
         )
         if self.guard.run(Part.WRITER, self._fit.start):
             atexit.register(self._finish)
@@ -179,7 +191,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if self._fit is not None:
             self._fit.end()
-        self._finish()
+        self._finish(ended=True)
 
     # -- the end of a fit, however it ends ------------------------------------------------
     def record_crash(self, error: BaseException, phase: str = "training") -> None:
@@ -212,17 +224,41 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         run.diagnose(self.model, final=False)
         run.close_when_idle()
 
-    def _finish(self) -> None:
-        """The fit is over: the session's last rows and tidy-up, the final diagnosis, the file flushed."""
+    def _finish(self, ended: bool = False) -> None:
+        """The fit is over: the session's last rows and tidy-up, the final diagnosis, the changes
+        tried where a fit that `ended` (not crashed, not cut at exit) failed, the file flushed."""
         atexit.unregister(self._finish)
         self.guard.run(Part.WATCHDOG, self._watch.stop)  # (a stall under way ends here)
+        setup, ruled_out = None, None
         if self._fit is not None:
+            setup, ruled_out = self._fit.trial_setup, self._fit.trials_ruled_out
             try:
                 self._fit.close()
             finally:
                 self._fit = None
         self._run.diagnose(self.model, final=True)
+        if ended and not self._crashed and (setup is not None or ruled_out is not None):
+            self.guard.run(Part.TRIALS, self._try_changes, setup, ruled_out)
         self._run.close_when_idle()
+
+    def _try_changes(self, setup: TrialSetup | None, ruled_out: str | None) -> None:
+        recording, findings = self._run.recording, self.live.findings
+        if recording is None:
+            return
+        if setup is None:
+            codes = codes_to_try(findings)
+            if codes and ruled_out:
+                recording.event(TrialsEvent(step=self._run.step, findings=tuple(sorted(codes)), skipped=ruled_out))
+                self._run.write_events()
+            return
+        event = try_changes(self.model, setup, findings, self._run.step, recording, self.verbose)
+        if event is None:
+            return
+        self._run.write_events()
+        if self.verbose:
+            lines = plan_lines(build_plan(recording.signals(), findings))
+            if lines:
+                print("\n".join(["tb-trainhealth: plan:", *lines]), file=sys.stderr)
 
     # -- a part that goes off (`ProbeGuard`) ----------------------------------------------
     def _on_disable(self, part: str) -> None:

@@ -37,11 +37,14 @@ exit status:
   1  a finding at or above --fail-on (default: critical)
   2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
 
---json prints {"runs": [{"run", "status", "findings", "errors", "file_errors",
-"event_counts"}, ...]}, worst run first; "status": "critical", "warning", "ok" or
+--json prints {"runs": [{"run", "status", "plan", "findings", "errors", "file_errors",
+"event_counts"}, ...]}, worst run first; "plan": what to do, at most 3 steps, root cause first:
+[{"text", "code", "intents": [{"setting", "direction"}], "answers": [codes], "tried", "trial":
+{"verdict", "label", "error"} or null, "measured"}]; "status": "critical", "warning", "ok" or
 "unreadable" (nothing of the run could be read: counted apart from ok; no run readable at
 all exits 2); "file_errors": [{"file", "error", "kind"}]. A finding: {"code", "severity",
-"step", "epoch", "title", "detail", "fixes": [{"text", "code"}], "evidence": {"series",
+"step", "epoch", "title", "detail", "plan_steps": [the plan's steps that answer it],
+"trial_note": what a trial said against its usual fix or null, "evidence": {"series",
 "start_step", "end_step", "layer", "check", "facts": [{"label", "value"}]}}.
 Finding codes are stable: see docs/codes.md.
 """

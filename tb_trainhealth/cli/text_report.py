@@ -1,6 +1,7 @@
-"""`diagnose` for a person at a terminal: each run's status line, its errors, and each finding
-with its detail, its first facts and fixes (the rest are in --json and the Health tab), then a
-one-line count. What to record when nothing is found is said here too.
+"""`diagnose` for a person at a terminal: each run's status line, its errors, its plan (what to do,
+at most three steps, with what trials measured), and each finding with its detail and its first
+facts (the rest are in --json and the Health tab), then a one-line count. What to record when
+nothing is found is said here too.
 """
 
 from __future__ import annotations
@@ -8,10 +9,10 @@ from __future__ import annotations
 import collections
 import textwrap
 
+from tb_trainhealth.advice.plan import plan_lines
 from tb_trainhealth.contract.vocab import JUDGED_STATUSES, RunStatus
 from tb_trainhealth.report.run_report import RunReport
 
-MAX_FIXES = 3  # per finding in text output; --json has them all
 MAX_FACTS = 8
 
 
@@ -28,17 +29,18 @@ def render_text(reports: list[RunReport], logdir: str) -> str:
             lines.append(f"  ! {error}")
         for note in report.notes:
             lines.append(f"  note: {note}")
+        lines.extend(plan_lines(report.plan))
         for finding in report.findings:
             lines.append(f"  [{finding.severity.label}] {finding.code}{finding.onset_text}: {finding.title}")
             lines.extend(textwrap.wrap(finding.detail, 100, initial_indent="      ", subsequent_indent="      "))
             for fact in finding.evidence.facts[:MAX_FACTS]:
                 lines.append(f"      - {fact.label}: {fact.value}")
-            for fix in finding.fixes[:MAX_FIXES]:
-                lines.append(f"      fix: {fix.text}")
-                if fix.code:
-                    lines.append(textwrap.indent(fix.code, " " * 11))
-            if len(finding.fixes) > MAX_FIXES:
-                lines.append(f"      (+{len(finding.fixes) - MAX_FIXES} more fixes: --json, or the Health tab)")
+            steps = report.plan.steps_answering(finding.code)
+            if steps:
+                lines.append(f"      -> plan step {', '.join(map(str, steps))}")
+            note = report.plan.overruled.get(finding.code)
+            if note:
+                lines.extend(textwrap.wrap(note, 100, initial_indent="      ", subsequent_indent="      "))
         lines.append("")
     lines.append(summary_line(reports))
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ class EventKind(Name):
     WEIGHT_INIT = "weight_init"
     COMPARISON = "comparison"
     PART_OFF = "part_off"
+    TRIALS = "trials"
 
 
 @dataclasses.dataclass(frozen=True)

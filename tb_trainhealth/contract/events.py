@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from tb_trainhealth.contract import payload
 from tb_trainhealth.contract.check_events import LintEvent, PipelineLintEvent, PreflightEvent
 from tb_trainhealth.contract.event_base import Event, EventKind
+from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
 from tb_trainhealth.contract.vocab import LintCheck, Name, NanOriginWhere, NonfiniteWhere, PipelineCheck
 
 # Every event type, wherever it is defined: importers take them from here.
@@ -40,6 +41,9 @@ __all__ = [
     "StallEvent",
     "StallPhase",
     "ThreadPlace",
+    "TrialResult",
+    "TrialVerdict",
+    "TrialsEvent",
     "UnknownEvent",
     "WeightInitEvent",
     "parse_event",
@@ -270,6 +274,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         WeightInitEvent,
         ComparisonEvent,
         PartOffEvent,
+        TrialsEvent,
     )
 }
 

@@ -159,6 +159,7 @@ class Part(Name):
     BASELINE = "baseline"  # the end-of-fit comparison with HealthCallback(baseline=...)
     # The same at each epoch end: its own part, so that an error there never costs the final verdict.
     BASELINE_SO_FAR = "baseline so far"
+    TRIALS = "trials"  # the candidate changes tried at the end of a failing fit (callback/trials/)
 
 
 class LossKind(Name):

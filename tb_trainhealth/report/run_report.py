@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tb_trainhealth.advice.plan import Plan, build_plan
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import RunStatus
 from tb_trainhealth.findings import Finding, Severity, run_status
@@ -52,6 +53,7 @@ class RunReport:
     event_counts: dict[str, int]  # its recorded events by kind
     lead: dict[str, Any] | None  # the chart of its worst problem (lead_chart.py)
     timeline: list[Entry]
+    plan: Plan = dataclasses.field(default_factory=Plan)  # what to do, one plan (advice/plan.py)
 
     @classmethod
     def told(
@@ -83,6 +85,7 @@ class RunReport:
             event_counts=dict(sorted(kinds.items())),
             lead=lead_chart(read, shown),
             timeline=timeline(read),
+            plan=build_plan(read, shown),
         )
 
     @classmethod
@@ -128,7 +131,8 @@ class RunReport:
         form = {
             "run": self.run,
             "status": self.status,
-            "findings": [finding.to_dict() for finding in self.findings],
+            "plan": self.plan.to_dict(),
+            "findings": [self._finding_json(finding) for finding in self.findings],
             "errors": self.errors,
             "notes": self.notes,
             "file_errors": [problem.to_dict() for problem in self.file_problems],
@@ -142,6 +146,15 @@ class RunReport:
             "timeline": [entry.to_dict() for entry in self.timeline],
         }
         return form if keys is None else {key: form[key] for key in keys}
+
+    def _finding_json(self, finding: Finding) -> dict[str, Any]:
+        """A finding as the surfaces show it: its evidence and the plan's steps that answer it (its
+        own candidate fixes are the plan's to tell), and what a trial said against its usual fix."""
+        form = finding.to_dict()
+        del form["fixes"]
+        form["plan_steps"] = self.plan.steps_answering(finding.code)
+        form["trial_note"] = self.plan.overruled.get(finding.code)
+        return form
 
 
 def logdir_reports(

@@ -9,7 +9,16 @@ be nearly all dead or have died while training (see DEAD_GROWTH).
 from __future__ import annotations
 
 from tb_trainhealth.contract.events import ActivationsEvent
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    CHANGE_HIDDEN_ACTIVATION,
+    CHANGE_INITIALIZER,
+    SCALE_INPUTS,
+    Evidence,
+    Fact,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.rules.run_setup import large_rate
@@ -112,10 +121,12 @@ def check_dead_relu(run: RunSignals) -> list[Finding]:
                 Fix(
                     "Use an activation that keeps a gradient below 0.",
                     'keras.layers.Dense(64, activation="leaky_relu")  # or "gelu", "elu"',
+                    intents=(CHANGE_HIDDEN_ACTIVATION,),
                 ),
                 Fix(
                     "Use He initialisation for ReLU layers (and zero biases).",
                     'keras.layers.Dense(64, activation="relu", kernel_initializer="he_normal")',
+                    intents=(CHANGE_INITIALIZER,),
                 ),
             ),
         )
@@ -150,12 +161,18 @@ def check_saturated_activation(run: RunSignals) -> list[Finding]:
                 Fix(
                     "Normalise the inputs and keep pre-activations small.",
                     "keras.layers.BatchNormalization()  # before the activation; or normalise x to unit scale",
+                    intents=(SCALE_INPUTS,),
                 ),
                 Fix(
                     "Use Glorot initialisation for sigmoid/tanh layers.",
                     'keras.layers.Dense(64, activation="tanh", kernel_initializer="glorot_uniform")',
+                    intents=(CHANGE_INITIALIZER,),
                 ),
-                Fix("Hidden layers: prefer ReLU/GELU, which do not saturate for positive inputs.", 'activation="gelu"'),
+                Fix(
+                    "Hidden layers: prefer ReLU/GELU, which do not saturate for positive inputs.",
+                    'activation="gelu"',
+                    intents=(CHANGE_HIDDEN_ACTIVATION,),
+                ),
                 LR_FIX_LOWER,
             ),
         )

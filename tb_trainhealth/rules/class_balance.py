@@ -20,7 +20,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_CLASS_WEIGHTS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
 from tb_trainhealth.yardstick import label_statistics
@@ -44,6 +44,7 @@ FIXES = (
         "counts = np.bincount(y_train)\n"
         "class_weight = {i: len(y_train) / (len(counts) * c) for i, c in enumerate(counts)}\n"
         "model.fit(x_train, y_train, class_weight=class_weight, ...)",
+        intents=(ADD_CLASS_WEIGHTS,),
     ),
     Fix(
         "Or resample so each batch holds every class.",

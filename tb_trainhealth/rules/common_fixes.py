@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
 
 import numpy as np
 
@@ -99,42 +98,6 @@ def _with_higher_rate(run: RunSignals, fix: Fix) -> Fix:
     higher = max(rate * 10, USUAL_RATE)
     code = _HIGHER_RATE.sub(f"keras.optimizers.{optimizer}(learning_rate={higher:.2g}", fix.code)
     return dataclasses.replace(fix, code=f"{code}  # was {rate:.2g}: {higher / rate:.0f}x higher")
-
-
-def _lowers_rate(fix: Fix) -> bool:
-    return fix.does(LOWER_RATE)
-
-
-def _raises_rate(fix: Fix) -> bool:
-    return fix.does(RAISE_RATE)
-
-
-def one_learning_rate_direction(findings: list[Finding]) -> list[Finding]:
-    """Never "lower the learning rate" and "raise it" for one run: the direction of the most
-    severe finding that suggests one stays (lower on a tie: a run that blew up and then stalled
-    needs a lower rate, not a higher one); the other direction's fixes become one line naming the
-    finding to fix first, so the user sees why the usual fix is not offered."""
-    lower = max((f for f in findings if any(map(_lowers_rate, f.fixes))), key=lambda f: f.severity, default=None)
-    higher = max((f for f in findings if any(map(_raises_rate, f.fixes))), key=lambda f: f.severity, default=None)
-    if lower is None or higher is None:
-        return findings
-    if lower.severity >= higher.severity:
-        contradicts, first, way = _raises_rate, lower, ("raising", "lower")
-    else:
-        contradicts, first, way = _lowers_rate, higher, ("lowering", "higher")
-    instead = Fix(
-        f"Not {way[0]} the learning rate here: `{first.code}` needs it {way[1]}, and is the one to fix first. "
-        f"Come back to this finding if it stays once that is fixed."
-    )
-    return [
-        _replace_fixes(f, contradicts, None if f is first else instead) if any(map(contradicts, f.fixes)) else f
-        for f in findings
-    ]
-
-
-def _replace_fixes(finding: Finding, contradicts: Callable[[Fix], bool], instead: Fix | None) -> Finding:
-    kept = tuple(fix for fix in finding.fixes if not contradicts(fix))
-    return dataclasses.replace(finding, fixes=kept + ((instead,) if instead else ()))
 
 
 def _learning_rate(run: RunSignals) -> float | None:

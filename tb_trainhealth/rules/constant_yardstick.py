@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import CHANGE_LOSS, CHANGE_OUTPUT, LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.yardstick import Yardstick, gain_over_constant, judged_run
@@ -107,6 +107,10 @@ CAUSE_FIXES = (
         "print(model.layers[-1].activation, y_train[:5], y_train.min(), y_train.max())\n"
         "# classes: softmax + (sparse_)categorical_crossentropy; 0/1 labels: sigmoid + binary_crossentropy;\n"
         "# regression: a linear output + mse, targets standardised",
+        intents=(
+            CHANGE_OUTPUT,
+            CHANGE_LOSS,
+        ),
     ),
     Fix(
         "Lower the learning rate 10x and watch the first epoch's loss: it should fall below the constant's.",

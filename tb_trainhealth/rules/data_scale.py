@@ -14,7 +14,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import SCALE_INPUTS, SCALE_TARGETS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts, fact
 from tb_trainhealth.series_math import finite_part
@@ -85,10 +85,12 @@ def check_unnormalized_target(run: RunSignals) -> list[Finding]:
                     "y_mean, y_std = y_train.mean(), y_train.std()\n"
                     "model.fit(x_train, (y_train - y_mean) / y_std, ...)\n"
                     "y_pred = model.predict(x) * y_std + y_mean",
+                    intents=(SCALE_TARGETS,),
                 ),
                 Fix(
                     "Or start the output layer at the targets' scale.",
                     "keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(y_train.mean()))",
+                    intents=(SCALE_TARGETS,),
                 ),
             ),
         )
@@ -109,9 +111,15 @@ def _constant_input(event: LintEvent) -> Finding:
         ),
         evidence=Evidence((), facts=event_facts(event, LINT_NOT_FACTS), check=event.check.value),
         fixes=(
-            Fix("Scale with float division (or inside the model).", "x = x.astype('float32') / 255.0  # not x // 255"),
             Fix(
-                "Check the preprocessing output before training.", "print(x_train.min(), x_train.max(), x_train.std())"
+                "Scale with float division (or inside the model).",
+                "x = x.astype('float32') / 255.0  # not x // 255",
+                intents=(SCALE_INPUTS,),
+            ),
+            Fix(
+                "Check the preprocessing output before training.",
+                "print(x_train.min(), x_train.max(), x_train.std())",
+                intents=(SCALE_INPUTS,),
             ),
         ),
     )
@@ -136,8 +144,13 @@ def _tiny_input(event: LintEvent) -> Finding:
             Fix(
                 "Scale the inputs once: drop the second division (check what the data loader already does).",
                 "print(x_train.min(), x_train.max())  # already in [0, 1]? then no x / 255 and no Rescaling(1/255)",
+                intents=(SCALE_INPUTS,),
             ),
-            Fix("Or standardise inside the model.", "norm = keras.layers.Normalization(); norm.adapt(x_train)"),
+            Fix(
+                "Or standardise inside the model.",
+                "norm = keras.layers.Normalization(); norm.adapt(x_train)",
+                intents=(SCALE_INPUTS,),
+            ),
         ),
     )
 
@@ -180,13 +193,22 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
             ),
             evidence=Evidence((), facts=event_facts(event, LINT_NOT_FACTS), check=event.check.value),
             fixes=(
-                Fix("Scale pixels to [0, 1] inside the model.", "keras.layers.Rescaling(1.0 / 255)  # first layer")
+                Fix(
+                    "Scale pixels to [0, 1] inside the model.",
+                    "keras.layers.Rescaling(1.0 / 255)  # first layer",
+                    intents=(SCALE_INPUTS,),
+                )
                 if pixels
                 else Fix(
                     "Standardise features inside the model (learned from the training data).",
                     "norm = keras.layers.Normalization(); norm.adapt(x_train)  # then use norm as the first layer",
+                    intents=(SCALE_INPUTS,),
                 ),
-                Fix("Or scale the data once before fit().", "x = (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-7)"),
+                Fix(
+                    "Or scale the data once before fit().",
+                    "x = (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-7)",
+                    intents=(SCALE_INPUTS,),
+                ),
             ),
         )
     ]

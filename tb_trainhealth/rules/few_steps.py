@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import ADD_EARLY_STOPPING, Finding, Fix
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, MORE_EPOCHS, Finding, Fix
 from tb_trainhealth.rules.run_setup import optimizer_steps
 from tb_trainhealth.rules.still_falling import share_per_epoch, undertrained_warning
 from tb_trainhealth.series_math import finite_part
@@ -52,7 +52,7 @@ MORE_STEPS_FIX = Fix(
     "Take more optimizer steps: more epochs, with early stopping to find the end.",
     "model.fit(..., epochs=200, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
     "patience=10, restore_best_weights=True)])",
-    (ADD_EARLY_STOPPING,),
+    (ADD_EARLY_STOPPING, MORE_EPOCHS),
 )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    ADD_LR_SCHEDULE,
+    CHANGE_HIDDEN_ACTIVATION,
+    CHANGE_INITIALIZER,
+    Evidence,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.run_setup import rate_blew_it_up
 from tb_trainhealth.series_math import (
@@ -82,10 +90,12 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
         Fix(
             "Use an initialiser matched to the activation.",
             'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
+            intents=(CHANGE_INITIALIZER,),
         ),
         Fix(
             "Warm up the learning rate over the first steps.",
             "lr = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=10_000, warmup_target=1e-3, warmup_steps=1_000)",
+            intents=(ADD_LR_SCHEDULE,),
         ),
     )
     return [
@@ -167,6 +177,7 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
         Fix(
             "Use ReLU-family activations in hidden layers instead of sigmoid/tanh.",
             'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
+            intents=(CHANGE_HIDDEN_ACTIVATION,),
         ),
         Fix(
             "Add normalisation between layers.",
@@ -179,6 +190,7 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
         Fix(
             "Check the initialisation: very small initial weights shrink gradients layer by layer.",
             'kernel_initializer="glorot_uniform"  # or "he_normal" for ReLU',
+            intents=(CHANGE_INITIALIZER,),
         ),
     )
     return [

@@ -32,7 +32,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
 from tb_trainhealth.contract.vocab import FitStop
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import CHANGE_INITIALIZER, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.constant_yardstick import learned_anyway
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
@@ -59,11 +59,13 @@ _RELU_LIKE = ("relu", "relu6", "leaky_relu", "elu", "selu", "gelu", "silu", "swi
 INIT_FIX = Fix(
     "Use Keras' default initialisers (leave kernel_initializer out), or He initialisation for ReLU layers.",
     'keras.layers.Dense(64, activation="relu", kernel_initializer="he_normal")  # not RandomNormal(stddev=1.0)',
+    intents=(CHANGE_INITIALIZER,),
 )
 SYMMETRY_FIX = Fix(
     "Initialise kernels randomly (Keras' default glorot_uniform does); a constant (ones, zeros, "
     "Constant(c)) makes every unit of a layer the same unit.",
     'keras.layers.Dense(64, activation="relu")  # no kernel_initializer="ones" / "zeros" / Constant(...)',
+    intents=(CHANGE_INITIALIZER,),
 )
 CHECK_FIX = Fix(
     "Check the initial weights before training: the spread within each kernel should be near He/Glorot's.",

@@ -19,7 +19,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import TUNE_TF_DATA, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import event_facts, fact
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -90,17 +90,20 @@ def _min_wait_ms(run: RunSignals) -> float:
 PREFETCH_FIX = Fix(
     "End the pipeline with prefetch, so the next batch is prepared while this one trains.",
     "dataset = dataset.prefetch(tf.data.AUTOTUNE)  # the last line of the pipeline",
+    intents=(TUNE_TF_DATA,),
 )
 PARALLEL_FIX = Fix(
     "Run map (and interleave) in parallel.",
     "dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)\n"
     "files.interleave(tf.data.TFRecordDataset, num_parallel_calls=tf.data.AUTOTUNE)",
+    intents=(TUNE_TF_DATA,),
 )
 CACHE_FIX = Fix(
     "Cache after the expensive deterministic work (decode, parse, resize) and before random augmentation; "
     "to a file if it does not fit in memory.",
     "dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache()  # or .cache('/tmp/ds.cache')\n"
     "dataset = dataset.shuffle(10_000).map(augment, num_parallel_calls=tf.data.AUTOTUNE)",
+    intents=(TUNE_TF_DATA,),
 )
 
 SPEED, CORRECTNESS, SHUFFLING = "speed", "correctness", "shuffling"
@@ -130,6 +133,7 @@ _LINT: dict[PipelineCheck, tuple[str, str, Fix, str]] = {
             "Cache before the random augmentation, augment after it.",
             "dataset = dataset.map(decode).cache().shuffle(10_000)\n"
             "dataset = dataset.map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32).prefetch(tf.data.AUTOTUNE)",
+            intents=(TUNE_TF_DATA,),
         ),
         CORRECTNESS,
     ),
@@ -146,6 +150,7 @@ _LINT: dict[PipelineCheck, tuple[str, str, Fix, str]] = {
         Fix(
             "Shuffle samples before batching.",
             "dataset = dataset.shuffle(buffer_size=10_000).batch(32).prefetch(tf.data.AUTOTUNE)",
+            intents=(TUNE_TF_DATA,),
         ),
         CORRECTNESS,
     ),
@@ -156,6 +161,7 @@ _LINT: dict[PipelineCheck, tuple[str, str, Fix, str]] = {
         Fix(
             "Shuffle with a buffer as large as the data when it fits in memory (or shuffle the file list too).",
             "dataset = dataset.shuffle(buffer_size={elements}, reshuffle_each_iteration=True)",
+            intents=(TUNE_TF_DATA,),
         ),
         SHUFFLING,
     ),
@@ -166,6 +172,7 @@ _LINT: dict[PipelineCheck, tuple[str, str, Fix, str]] = {
         Fix(
             "Batch first, then map the same function over the batch.",
             "dataset = dataset.batch(32).map(normalize, num_parallel_calls=tf.data.AUTOTUNE)",
+            intents=(TUNE_TF_DATA,),
         ),
         SPEED,
     ),

@@ -13,7 +13,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import CHANGE_LOSS, CHANGE_OUTPUT, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
@@ -29,7 +29,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         "The labels are class ids (shape {label_shape}, values {label_min:g}-{label_max:g}), but "
         "categorical_crossentropy expects one-hot rows of {units} values.",
         (
-            Fix("Use the sparse loss, which takes class ids.", SPARSE_LOSS),
+            Fix("Use the sparse loss, which takes class ids.", SPARSE_LOSS, intents=(CHANGE_LOSS,)),
             Fix("Or one-hot encode the labels.", "y = keras.utils.to_categorical(y, num_classes={units})"),
         ),
         Severity.CRITICAL,
@@ -41,6 +41,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Use the categorical loss for one-hot labels.",
                 "keras.losses.CategoricalCrossentropy(from_logits=True)",
+                intents=(CHANGE_LOSS,),
             ),
             Fix("Or turn the rows into class ids.", "y = np.argmax(y, axis=-1)"),
         ),
@@ -54,6 +55,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Give the last layer one unit per class.",
                 "keras.layers.Dense(int(y.max()) + 1)  # with SparseCategoricalCrossentropy(from_logits=True)",
+                intents=(CHANGE_OUTPUT,),
             ),
             Fix(
                 "Or map the labels to 0..K-1 (e.g. labels starting at 1).",
@@ -75,6 +77,10 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Regression targets: a linear output and a regression loss.",
                 "keras.layers.Dense(1)  # with loss='mse'",
+                intents=(
+                    CHANGE_OUTPUT,
+                    CHANGE_LOSS,
+                ),
             ),
         ),
         Severity.CRITICAL,
@@ -87,6 +93,10 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Several classes: one softmax unit per class and the sparse loss.",
                 "keras.layers.Dense(n_classes)  # logits\n" + SPARSE_LOSS,
+                intents=(
+                    CHANGE_OUTPUT,
+                    CHANGE_LOSS,
+                ),
             ),
             Fix(
                 "Two classes coded differently (e.g. -1/1 or 1/2): map them to 0/1.",
@@ -107,6 +117,10 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
                 "keras.layers.Dense(n_classes)  # logits\n"
                 "loss = keras.losses.BinaryCrossentropy(from_logits=True)\n"
                 "metrics = [keras.metrics.BinaryAccuracy(threshold=0.0)]",
+                intents=(
+                    CHANGE_OUTPUT,
+                    CHANGE_LOSS,
+                ),
             ),
             Fix(
                 "One class per sample: keep one 1 per row.",
@@ -125,10 +139,12 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Class labels: a classification loss.",
                 'model.compile(loss="binary_crossentropy", metrics=["accuracy"])  # sigmoid output; sparse CE for K',
+                intents=(CHANGE_LOSS,),
             ),
             Fix(
                 "Regression with zeros among the targets: an absolute or squared error.",
                 'model.compile(loss="mae")  # or "mse", or keras.losses.Huber()',
+                intents=(CHANGE_LOSS,),
             ),
         ),
         Severity.WARNING,
@@ -143,6 +159,10 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Signed real-valued targets: a linear output and a squared or absolute error.",
                 'keras.layers.Dense(n_targets)  # linear\nmodel.compile(loss="mse")',
+                intents=(
+                    CHANGE_OUTPUT,
+                    CHANGE_LOSS,
+                ),
             ),
             Fix(
                 "Counts: check how the targets were made; they must be >= 0.",

@@ -14,7 +14,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
-from tb_trainhealth.findings import RAISE_RATE, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import RAISE_RATE, SCALE_INPUTS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.frozen_steps import RAISE_RATE_FIX, frozen_cause
 from tb_trainhealth.rules.weight_health import update_ratio_level
@@ -42,13 +42,6 @@ BASELINE_TOLERANCE = 0.03
 # ...for at least this many epochs: healthy models often sit at the baseline for an epoch
 # or so before they find the signal, and a plateau called then would stop them (stop_on).
 MIN_BASELINE_EPOCHS = 2
-# Train-start lint findings that leave a model stuck at that baseline.
-_LINT_CAUSES = frozenset({
-    LintCheck.PROBABILITIES_AS_LOGITS, LintCheck.LOGITS_AS_PROBABILITIES, LintCheck.SOFTMAX_SINGLE_UNIT, LintCheck.CATEGORICAL_SINGLE_UNIT,
-    LintCheck.SIGMOID_WITH_CATEGORICAL, LintCheck.RELU_WITH_CROSS_ENTROPY, LintCheck.TARGETS_OUT_OF_OUTPUT_RANGE,
-    LintCheck.SINGLE_CLASS, LintCheck.UNNORMALIZED_INPUT, LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL,
-    LintCheck.CONSTANT_INPUT, LintCheck.FRACTIONAL_SPARSE_LABELS, LintCheck.TINY_INPUT,
-})  # fmt: skip
 # Lint findings that explain a plateau entirely: the plateau finding would only repeat them with
 # a wrong first guess (inputs scaled to almost nothing: the model cannot see them).
 _LINT_EXPLAINS = frozenset({LintCheck.TINY_INPUT})
@@ -126,18 +119,10 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
 
 
 def _plateau_fixes(run: RunSignals, at_baseline: bool = False) -> tuple[Fix, ...]:
-    """What else is known goes first: a mistake found at train start, then why the weights do not
-    move; at the constant baseline with normal-sized steps, the data (labels that do not belong to
+    """Why the weights do not move goes first (a mistake found at train start is its own finding,
+    which the run's plan puts before this symptom); at the constant baseline with normal-sized steps, the data (labels that do not belong to
     their inputs) before the learning rate. One fix per direction: no second "raise the rate"."""
     first: list[Fix] = []
-    known = [e.check.value for e in run.events_of(LintEvent) if e.check in _LINT_CAUSES]
-    if known:
-        first.append(
-            Fix(
-                f"Fix what the train-start checks found first ({', '.join(sorted(set(known)))}): "
-                "see those findings. A model that cannot fit its labels sits at the constant baseline."
-            )
-        )
     frozen = frozen_cause(run)
     if frozen is not None:
         first.append(frozen[1])
@@ -223,6 +208,7 @@ PLATEAU_FIXES = (
     Fix(
         "Normalise the inputs to zero mean and unit variance.",
         "norm = keras.layers.Normalization(); norm.adapt(x_train)  # first layer of the model",
+        intents=(SCALE_INPUTS,),
     ),
     Fix(
         "Make sure the layers you expect to train are trainable.",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import RAISE_BATCH_SIZE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.loss_curve import MIN_EPOCH_POINTS, OSCILLATION_SPREAD, training_loss
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
@@ -144,6 +144,7 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
                 Fix(
                     "Use a larger batch size to reduce gradient noise.",
                     "model.fit(x, y, batch_size=128)",
+                    intents=(RAISE_BATCH_SIZE,),
                 ),
                 LR_FIX_SCHEDULE,
                 CLIP_FIX,

@@ -12,7 +12,17 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    ADD_NONLINEARITY,
+    CHANGE_LOSS,
+    CHANGE_OUTPUT,
+    REMOVE_REGULARIZATION,
+    Evidence,
+    Fact,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.rules.run_setup import Penalty, strong_penalties
 from tb_trainhealth.rules.training_data import chance_band
@@ -109,7 +119,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
                 title=f"Last layer and loss do not fit: {check.value.replace('_', ' ')}",
                 detail=detail,
                 evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
-                fixes=(Fix(fix_text, fix_code),),
+                fixes=(Fix(fix_text, fix_code, (CHANGE_OUTPUT, CHANGE_LOSS)),),
             )
         )
     return findings
@@ -139,6 +149,13 @@ _CONFIG = {
         "Move the Dropout before the last Dense layer.",
         "keras.layers.Dropout({rate:g}),\nkeras.layers.Dense(n_outputs),  # output last",
     ),
+}
+
+
+_CONFIG_INTENTS = {
+    LintCheck.HIGH_DROPOUT: (REMOVE_REGULARIZATION,),
+    LintCheck.LINEAR_STACK: (ADD_NONLINEARITY,),
+    LintCheck.DROPOUT_AFTER_OUTPUT: (CHANGE_OUTPUT,),
 }
 
 
@@ -196,7 +213,7 @@ def _lint_finding(event: LintEvent, confirmed: str | None) -> Finding:
         title=title,
         detail=detail,
         evidence=Evidence((), layer=event.layer, facts=event_facts(event, ("step",)), check=event.check.value),
-        fixes=(Fix(fix_text, fix_code),),
+        fixes=(Fix(fix_text, fix_code, _CONFIG_INTENTS[event.check]),),
     )
 
 
@@ -220,6 +237,7 @@ def _penalty_finding(run: RunSignals, penalties: list[Penalty], confirmed: str) 
                 "Use a weight penalty of 1e-5 to 1e-3 (or weight decay in the optimizer), and raise it only "
                 "while validation improves.",
                 "keras.layers.Dense(units, kernel_regularizer=keras.regularizers.L2(1e-4))",
+                intents=(REMOVE_REGULARIZATION,),
             ),
         ),
     )

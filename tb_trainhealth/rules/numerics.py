@@ -13,7 +13,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.contract.vocab import NanOriginWhere
-from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_CLIPPING, CHANGE_LOSS, LOWER_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER
 from tb_trainhealth.rules.gradients import EXPLODE_MIN_PEAK, EXPLODE_RATIO, first_layer_to_grow
 from tb_trainhealth.rules.run_setup import rate_blew_it_up
@@ -50,6 +50,7 @@ FIXES = (
     Fix(
         "Let the loss work on logits instead of log(softmax(...)).",
         "loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # and no softmax on the last layer",
+        intents=(CHANGE_LOSS,),
     ),
     Fix(
         "Stop at the first NaN instead of training on garbage.",
@@ -330,6 +331,10 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         first = (LR_FIX_LOWER, CLIP_FIX)
     if origin is not None and origin.where.in_batch:
         fixes = (FIXES[1], FIXES[4])  # the data is the cause: the model's settings are not
+    elif first and exploded is None and CLIP_FIX not in first:
+        # An op that cannot take its input (log of 0) with no growth before it: the op is the cause,
+        # not the step size (a smaller rate reaches the same 0 a little later).
+        fixes = (*first, FIXES[2], FIXES[1], FIXES[4])
     elif first:
         fixes = first + tuple(f for f in FIXES if f not in first)
     elif first_layers and run.layers and first_layers[0] == run.layers[0].name:

@@ -12,7 +12,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import FitEndEvent
-from tb_trainhealth.findings import ADD_EARLY_STOPPING, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, ADD_REGULARIZATION, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
 from tb_trainhealth.rules.training_data import LOSS_MEMORISED, validation_never_seen
 from tb_trainhealth.rules.weight_health import HIGH_UPDATE_RATIO, update_ratio_level
@@ -127,12 +127,13 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
                 Fix(
                     "Regularise: dropout and weight decay.",
                     "keras.layers.Dropout(0.3); keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=1e-4)",
+                    intents=(ADD_REGULARIZATION,),
                 ),
                 Fix(
                     "Augment the training data (images shown; similar layers exist for other data).",
                     "augment = keras.Sequential([keras.layers.RandomFlip('horizontal'), keras.layers.RandomRotation(0.1)])",
                 ),
-                Fix("Use a smaller model or more training data."),
+                Fix("Use a smaller model or more training data.", intents=(ADD_REGULARIZATION,)),
             ),
         )
     ]

@@ -15,7 +15,7 @@ import dataclasses
 from tb_trainhealth.contract.events import PreflightEvent
 from tb_trainhealth.contract.preflight import REGRESSION_OUTPUT_ALLOWANCE, loss_is_regression
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
-from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import CHANGE_INITIALIZER, SCALE_TARGETS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import event_facts
 from tb_trainhealth.signals import RunSignals
 
@@ -90,6 +90,7 @@ def check_initial_loss_off(run: RunSignals) -> list[Finding]:
             Fix(
                 "Initialise the last layer at the default scale (or smaller) and drop any scaling of the logits.",
                 'keras.layers.Dense(n_classes, kernel_initializer="glorot_uniform")  # logits, no extra scaling',
+                intents=(CHANGE_INITIALIZER,),
             ),
             Fix(
                 "Check the input scale of the first batch.",
@@ -108,6 +109,7 @@ def check_initial_loss_off(run: RunSignals) -> list[Finding]:
                 "y_mean, y_std = y_train.mean(), y_train.std()\n"
                 "model.fit(x_train, (y_train - y_mean) / y_std, ...)\n"
                 "predictions = model.predict(x) * y_std + y_mean",
+                intents=(SCALE_TARGETS,),
             ),
             Fix(
                 "Check the input scale of the first batch.",

@@ -12,7 +12,18 @@ from __future__ import annotations
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.preflight import loss_is_regression
 from tb_trainhealth.contract.vocab import FitStop, LintCheck
-from tb_trainhealth.findings import LOWER_RATE, RAISE_RATE, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    ADD_NONLINEARITY,
+    ADD_REGULARIZATION,
+    CHANGE_LOSS,
+    CHANGE_OUTPUT,
+    LOWER_RATE,
+    RAISE_RATE,
+    SCALE_INPUTS,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.rules.initialization import INIT_FIX, initialization_cause
 from tb_trainhealth.rules.preflight import latest_preflight, preflight_evidence
 from tb_trainhealth.signals import RunSignals
@@ -127,10 +138,12 @@ _DROPOUT_CHECKS = {LintCheck.HIGH_DROPOUT, LintCheck.DROPOUT_AFTER_OUTPUT}
 CLASSIFIER_OUTPUT_FIX = Fix(
     "Match the output to the loss: logits with from_logits=True.",
     "keras.layers.Dense(n_classes)  # no activation\nloss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)",
+    intents=(CHANGE_LOSS,),
 )
 REGRESSION_OUTPUT_FIX = Fix(
     "Match the output to the loss: a linear output for regression (no sigmoid/softmax/relu on the last layer).",
     "keras.layers.Dense(n_targets)  # no activation\nloss = keras.losses.MeanSquaredError()",
+    intents=(CHANGE_OUTPUT,),
 )
 
 
@@ -154,13 +167,19 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
     if inputs is not None and inputs.check == LintCheck.TINY_INPUT:
         return (
             "inputs scaled to almost nothing (tiny input: see unnormalized_input)",
-            Fix("Scale the inputs once.", "print(x_train.min(), x_train.max())  # already in [0, 1]? no second / 255"),
+            Fix(
+                "Scale the inputs once.",
+                "print(x_train.min(), x_train.max())  # already in [0, 1]? no second / 255",
+                intents=(SCALE_INPUTS,),
+            ),
         )
     if inputs is not None:
         return (
             f"the input scale ({inputs.check.value.replace('_', ' ')})",
             Fix(
-                "Scale inputs inside the model.", "keras.layers.Rescaling(1.0 / 255)  # or keras.layers.Normalization()"
+                "Scale inputs inside the model.",
+                "keras.layers.Rescaling(1.0 / 255)  # or keras.layers.Normalization()",
+                intents=(SCALE_INPUTS,),
             ),
         )
     init = initialization_cause(run)
@@ -198,7 +217,11 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
     if dropout is not None:
         return (
             f"dropout ({dropout.layer}, rate {dropout.rate:g})" if dropout.rate is not None else "dropout",
-            Fix("Use dropout of 0.1-0.5, before the output layer.", "keras.layers.Dropout(0.3)"),
+            Fix(
+                "Use dropout of 0.1-0.5, before the output layer.",
+                "keras.layers.Dropout(0.3)",
+                intents=(ADD_REGULARIZATION,),
+            ),
         )
     return (
         "a model too small or missing a layer for the task (e.g. no hidden layer, no non-linearity), or a learning "
@@ -206,6 +229,7 @@ def _likely_cause(run: RunSignals, event: PreflightEvent) -> tuple[str, Fix]:
         Fix(
             "Add a hidden layer with a non-linearity, and try the optimizer's default learning rate.",
             'keras.layers.Dense(64, activation="relu")  # before the output layer',
+            intents=(ADD_NONLINEARITY,),
         ),
     )
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import ADD_EARLY_STOPPING, RAISE_RATE, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_EARLY_STOPPING, MORE_EPOCHS, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.few_steps import too_few_steps
 from tb_trainhealth.rules.frozen_steps import frozen_cause
@@ -217,7 +217,7 @@ def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str
                 "Train for more epochs and let early stopping find the end.",
                 "model.fit(..., epochs=100, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', "
                 "patience=5, restore_best_weights=True)])",
-                (ADD_EARLY_STOPPING,),
+                (ADD_EARLY_STOPPING, MORE_EPOCHS),
             ),
             Fix(
                 "Or learn faster: a higher learning rate (if the loss curve is smooth).",

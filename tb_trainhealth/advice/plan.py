@@ -1,0 +1,222 @@
+"""One plan per run: at most three actions, the root cause's first, none pointing against another.
+
+The rules each know a usual fix for what they found (`Finding.fixes`); those are candidates, never
+shown as lists of their own. The plan takes them in the engine's order (causes before their
+symptoms, worst first), merges repeats (one action may answer several findings), and orders them by
+what the callback's trials measured on the run's own data (`TrialsEvent`): a change that helped
+comes first, best first; one that made things worse, or changed nothing measurable, is never
+advised, and neither is anything that points against a change that helped (a trial that raised the learning rate and won rules out
+"lower it"). A trial that helped where no rule proposed its change becomes an action of its own.
+Actions that do not apply to the run (a tf.data setting for a fit fed from arrays) are left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from typing import Any
+
+from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
+from tb_trainhealth.findings import TF_DATA, Direction, Finding, Fix, Intent, Severity
+from tb_trainhealth.signals import RunSignals
+
+MAX_ACTIONS = 3
+# Input kinds whose pipeline a tf.data change can reach (contract.run_info.InputSource.type).
+TF_DATA_INPUTS = ("tf.data", "?")
+
+
+@dataclasses.dataclass(frozen=True)
+class Action:
+    """One step of the plan: what to do (text, code), what it changes (intents), which findings it
+    answers (their codes), and what a trial measured of it (None: not tried)."""
+
+    text: str
+    code: str | None
+    intents: tuple[Intent, ...]
+    answers: tuple[str, ...]
+    trial: TrialResult | None = None
+    measured: str | None = None  # the trial in words
+
+    @property
+    def tried(self) -> bool:
+        return self.trial is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "code": self.code,
+            "intents": [intent.to_dict() for intent in self.intents],
+            "answers": list(self.answers),
+            "tried": self.tried,
+            "trial": None
+            if self.trial is None
+            else {"verdict": self.trial.verdict.value, "label": self.trial.label, "error": self.trial.error},
+            "measured": self.measured,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    trials: TrialsEvent | None = None
+    # Per finding code: what a trial said against its usual fix ("the finding that loses says so").
+    overruled: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [action.to_dict() for action in self.actions]
+
+    def steps_answering(self, code: str) -> list[int]:
+        """The plan's steps (from 1) that answer a finding of this code."""
+        return [i for i, action in enumerate(self.actions, 1) if code in action.answers]
+
+
+def latest_trials(run: RunSignals) -> TrialsEvent | None:
+    trials = run.events_of(TrialsEvent)
+    return trials[-1] if trials else None
+
+
+def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
+    """The run's plan from its findings (in the engine's order) and its latest trials."""
+    trials = latest_trials(run)
+    results = list(trials.trials) if trials is not None else []
+    candidates = _candidates(findings, _applies(run))
+    overruled: dict[str, str] = {}
+    ranked: list[Action] = []
+    for action in candidates:
+        trial = _matching(action, results)
+        if trial is not None and trial.verdict is not TrialVerdict.HELPED:
+            for code in action.answers:  # tried: worse, or no clear change: not advised
+                overruled.setdefault(code, _against(trial, trials))
+            continue
+        ranked.append(_with_trial(action, trial, trials) if trial is not None else action)
+    known = {intent for action in candidates for intent in action.intents}
+    answered = tuple(trials.findings) if trials is not None else ()
+    for trial in results:  # a change that helped and no rule proposed
+        if trial.verdict is TrialVerdict.HELPED and _intent(trial) not in known:
+            born = Action(_trial_text(trial), trial.code, (_intent(trial),), answered or ("trial",))
+            ranked.append(_with_trial(born, trial, trials))
+    helped = sorted(
+        (a for a in ranked if a.trial is not None),
+        key=lambda a: a.trial.error if a.trial and a.trial.error is not None else 1e9,
+    )
+    untried = [a for a in ranked if a.trial is None]
+    against = [_intent(t) for t in results if t.verdict is not TrialVerdict.HELPED]
+    won = [_intent(t) for t in results if t.verdict is TrialVerdict.HELPED]
+    kept: list[Action] = []
+    for action in [*helped, *untried]:
+        taken = [intent for other in kept for intent in other.intents]
+        if any(mine.opposes(other) for mine in action.intents for other in [*taken, *won]):
+            continue  # never two ways on one setting; never against a change that helped
+        if any(mine in against and mine not in won for mine in action.intents):
+            continue  # (a change tried without gain in every form it was tried)
+        kept.append(action)
+    return Plan(tuple(kept[:MAX_ACTIONS]), trials, overruled)
+
+
+def _applies(run: RunSignals):
+    kind = run.info.input.type if run.info.input is not None else "?"
+
+    def applies(fix: Fix) -> bool:
+        if any(intent.setting == TF_DATA for intent in fix.intents):
+            return kind in TF_DATA_INPUTS
+        return True
+
+    return applies
+
+
+def _candidates(findings: list[Finding], applies) -> list[Action]:
+    """Every loud finding's fixes in order, repeats merged: the same words or code, or a change
+    already among an earlier action's (the one that does more keeps its words: "lower the rate and
+    clip" over "lower the rate")."""
+    out: list[Action] = []
+    for finding in findings:
+        if finding.severity < Severity.WARNING:
+            continue
+        for fix in finding.fixes:
+            if not applies(fix):
+                continue
+            same = next((a for a in out if _same(a, fix)), None)
+            if same is None:
+                out.append(Action(fix.text, fix.code, fix.intents, (finding.code,)))
+                continue
+            merged = same
+            if set(fix.intents) > set(same.intents):
+                merged = dataclasses.replace(same, text=fix.text, code=fix.code, intents=fix.intents)
+            if finding.code not in merged.answers:
+                merged = dataclasses.replace(merged, answers=(*merged.answers, finding.code))
+            out[out.index(same)] = merged
+    return out
+
+
+def _same(action: Action, fix: Fix) -> bool:
+    if (action.text, action.code) == (fix.text, fix.code):
+        return True
+    if action.code is not None and action.code == fix.code:
+        return True
+    return bool(set(fix.intents) & set(action.intents))
+
+
+def _intent(trial: TrialResult) -> Intent:
+    try:
+        return Intent(trial.setting, Direction(trial.direction))
+    except ValueError:
+        return Intent(trial.setting, Direction.CHANGE)
+
+
+def _matching(action: Action, results: list[TrialResult]) -> TrialResult | None:
+    """The best trial of one of the action's intents (helped before same before worse)."""
+    order = {TrialVerdict.HELPED: 0, TrialVerdict.SAME: 1, TrialVerdict.WORSE: 2}
+    found = [t for t in results if t.verdict in order and _intent(t) in action.intents]
+    return min(found, key=lambda t: (order[t.verdict], t.error if t.error is not None else 1e9), default=None)
+
+
+def _with_trial(action: Action, trial: TrialResult, trials: TrialsEvent | None) -> Action:
+    code = trial.code if trial.verdict is TrialVerdict.HELPED and trial.code else action.code
+    return dataclasses.replace(action, code=code, trial=trial, measured=measured_text(trial, trials))
+
+
+def _trial_text(trial: TrialResult) -> str:
+    return f"Change {trial.label}: a trial on your own data did clearly better with it."
+
+
+def measured_text(trial: TrialResult, trials: TrialsEvent | None) -> str:
+    """What the trial measured, in one sentence a user can check."""
+    where = (
+        f"Tried on {trials.samples} of your samples for {trials.steps} steps from the run's starting weights"
+        if trials is not None
+        else "Tried on a sample of your data"
+    )
+    held = f"{trials.held_out} held-out samples" if trials is not None and trials.held_out else "held-out samples"
+    parts = []
+    if trial.loss is not None and trials is not None and trials.unchanged_loss is not None:
+        constant = f"; a constant: {trials.constant_loss:.3g}" if trials.constant_loss is not None else ""
+        parts.append(f"loss {trial.loss:.3g} (unchanged: {trials.unchanged_loss:.3g}{constant})")
+    if trial.error is not None and trials is not None and trials.unchanged_error is not None:
+        parts.append(
+            f"error on {held} {trial.error:.2f} of a constant prediction's (unchanged: {trials.unchanged_error:.2f})"
+        )
+    verdict = {
+        TrialVerdict.HELPED: "better",
+        TrialVerdict.SAME: "no clear change",
+        TrialVerdict.WORSE: "worse",
+    }.get(trial.verdict, trial.verdict.value)
+    return f"{where}: {trial.label}: {verdict}" + (f", {'; '.join(parts)}" if parts else "") + "."
+
+
+def _against(trial: TrialResult, trials: TrialsEvent | None) -> str:
+    how = "made things worse" if trial.verdict is TrialVerdict.WORSE else "changed nothing measurable"
+    return f"Its usual fix was tried and {how}, so it is not advised. {measured_text(trial, trials)}"
+
+
+def plan_lines(plan: Plan, indent: str = "  ") -> list[str]:
+    """The plan for a terminal: each step's sentence, its code, and what its trial measured."""
+    lines = []
+    for number, action in enumerate(plan.actions, 1):
+        tried = "" if action.tried else "  (not tried)"
+        lines.append(f"{indent}plan {number}. {action.text}{tried}")
+        if action.code:
+            lines.append(textwrap.indent(action.code, indent + " " * 9))
+        if action.measured:
+            pad = indent + " " * 7
+            lines.extend(textwrap.wrap(action.measured, 100, initial_indent=pad, subsequent_indent=pad))
+    return lines

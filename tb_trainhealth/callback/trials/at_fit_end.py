@@ -1,0 +1,125 @@
+"""When trials run: at the end of a fit whose final diagnosis holds a warning or critical of the
+learning kind (never on a healthy run), within TRIAL_SHARE of the fit's wall time.
+
+What they need is kept at train start (`TrialSetup`): the starting weights (a copy, for models up
+to MAX_KEPT_PARAMS), the learning rate, and the fit's data adapter (to draw a sample from a new pass
+over the data at the end, only when trials run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from tb_trainhealth.callback.fit_context import optimizer_settings
+from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras
+from tb_trainhealth.callback.record.recording import Recording
+from tb_trainhealth.callback.trials.runner import run_trials
+from tb_trainhealth.callback.trials.sample import take_sample
+from tb_trainhealth.contract.trial_events import TrialsEvent
+from tb_trainhealth.findings import Finding, Severity
+
+# Findings whose usual fixes are changes a trial can measure (the learning kind).
+LEARNING = frozenset(
+    {
+        "worse_than_constant",
+        "loss_plateau",
+        "loss_divergence",
+        "nonfinite",
+        "loss_oscillation",
+        "dead_relu",
+        "saturated_activation",
+        "vanishing_gradients",
+        "exploding_gradients",
+        "no_gradient",
+        "undertrained",
+        "majority_class",
+        "output_loss_mismatch",
+        "unnormalized_input",
+        "unnormalized_target",
+        "bad_initialization",
+        "initial_loss_off",
+        "cannot_fit_small_batch",
+    }
+)
+# Findings that say the data or the process is what failed: no change of settings answers them, and a
+# trial that "helps" a little would put a setting before the real fix.
+NOT_SETTINGS = frozenset({"label_problem", "training_crash", "oom", "training_stalled", "ended_abruptly"})
+# Budget: this share of the fit's wall time, at least MIN_TRIAL_SECONDS (a failing fit of a few
+# seconds still gets its advice checked), never more than MAX_TRIAL_SECONDS.
+TRIAL_SHARE = 0.1
+MIN_TRIAL_SECONDS = 10.0
+MAX_TRIAL_SECONDS = 60.0
+# Models above this many weights keep no starting copy (400 MB as float32): trials are skipped.
+MAX_KEPT_PARAMS = 100_000_000
+
+
+@dataclasses.dataclass
+class TrialSetup:
+    """What a fit keeps at its start so that its end can try changes."""
+
+    adapter: Any
+    weights: list[np.ndarray]
+    rate: float | None  # None: a schedule (its rate is not one number to try x10)
+    clips: bool
+    started: float
+    base_step: int
+
+
+def why_no_trials(model: Any) -> str | None:
+    """Why this model's fit cannot be tried at all (said once, as a part off), or None."""
+    if is_tf_keras(model):
+        return "trials need a Keras 3 model; this one is tf_keras (legacy Keras 2)"
+    if getattr(model, "_distribute_strategy", None) is not None:
+        return "trials do not run under a distribution strategy"
+    if type(model.optimizer).__name__ == "LossScaleOptimizer":
+        return "trials do not run with mixed precision's loss scaling"
+    if model.count_params() > MAX_KEPT_PARAMS:
+        return f"the model has {model.count_params():,} weights: too large to keep a starting copy for trials"
+    return None
+
+
+def setup_at_start(model: Any, adapter: Any, base_step: int) -> TrialSetup:
+    rate, clips = optimizer_settings(model.optimizer)
+    inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)
+    schedule = not hasattr(getattr(inner, "_learning_rate", None), "assign")
+    weights = [np.array(w, copy=True) for w in model.get_weights()]
+    return TrialSetup(adapter, weights, None if schedule else rate, clips, time.perf_counter(), base_step)
+
+
+def codes_to_try(findings: list[Finding]) -> set[str]:
+    """The learning-kind codes at warning or worse; none where the data or the process failed."""
+    loud = {f.code for f in findings if f.severity >= Severity.WARNING}
+    return set() if loud & NOT_SETTINGS else loud & LEARNING
+
+
+def budget_seconds(fit_seconds: float) -> float:
+    return min(MAX_TRIAL_SECONDS, max(MIN_TRIAL_SECONDS, TRIAL_SHARE * fit_seconds))
+
+
+def try_changes(
+    model: Any, setup: TrialSetup, findings: list[Finding], step: int, recording: Recording, verbose: bool
+) -> TrialsEvent | None:
+    """Run the trials where the fit failed; record (and return) what they measured."""
+    codes = codes_to_try(findings)
+    if not codes:
+        return None
+    budget = budget_seconds(time.perf_counter() - setup.started)
+    sample = take_sample(setup.adapter)
+    if isinstance(sample, str):
+        event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=sample, budget_seconds=budget)
+    else:
+        if verbose:
+            print(
+                f"tb-trainhealth: trying changes on {sample.rows} of your samples (at most {budget:.0f} s; "
+                "HealthCallback(trials=False) turns this off)",
+                file=sys.stderr,
+            )
+        steps_run = max(0, step - setup.base_step)
+        event = run_trials(model, setup.weights, sample, codes, steps_run, setup.rate, setup.clips, budget, step)
+    recording.event(event)
+    return event

@@ -1,0 +1,295 @@
+"""The changes a trial can make mechanically, chosen from the model, its data and what was found.
+
+Each `Candidate` is one change with its intent (the same `findings.Intent` the rules' fixes carry,
+so the plan can match a trial with the fix it measured), a label and the code to paste. The learning
+rate is tried both ways whatever the findings say: which way helps is what the trial is for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tb_trainhealth.callback.trials.sample import Sample
+from tb_trainhealth.callback.trials.task_error import Task
+from tb_trainhealth.findings import (
+    ADD_CLIPPING,
+    ADD_NONLINEARITY,
+    CHANGE_INITIALIZER,
+    CHANGE_LOSS,
+    CHANGE_OUTPUT,
+    LOWER_RATE,
+    MORE_EPOCHS,
+    RAISE_RATE,
+    SCALE_INPUTS,
+    SCALE_TARGETS,
+    Intent,
+)
+
+# The optimizers' own default learning rates (Keras 3), tried where the run's is far from it.
+DEFAULT_RATES = {"Adam": 1e-3, "AdamW": 1e-3, "Nadam": 1e-3, "Adamax": 1e-3, "RMSprop": 1e-3, "SGD": 1e-2}
+FAR_FROM_DEFAULT = 30.0  # the default is tried where the run's rate is this many times off
+# Inputs whose largest value is beyond this, or whose spread is below MIN_INPUT_STD, are tried standardised.
+MAX_INPUT_SCALE = 20.0
+MIN_INPUT_STD = 0.05
+MAX_TARGET_SCALE = 10.0  # regression targets tried standardised beyond this mean or spread
+MORE_STEPS = 3  # "train longer" is tried at this many times the steps
+CLIP_NORM = 1.0
+_BLOWN_UP = {"nonfinite", "exploding_gradients", "loss_divergence", "loss_oscillation"}
+_STARTS_BADLY = {"bad_initialization", "dead_relu", "saturated_activation", "vanishing_gradients"}
+_SLOW = {"undertrained", "loss_plateau", "worse_than_constant", "majority_class"}
+_PROBABILITY_LOSSES = ("binary_crossentropy", "categorical_crossentropy", "sparse_categorical_crossentropy")
+_PLAIN_LAYERS = {"Dense", "Dropout", "Flatten", "InputLayer"}
+_REGRESSION_LOSSES = ("mean_squared_error", "mse", "mean_absolute_error", "mae", "huber", "log_cosh", "logcosh")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    intent: Intent
+    label: str
+    code: str
+    rate: float | None = None  # train at this learning rate
+    clipnorm: float | None = None
+    scale_inputs: bool = False
+    target_scale: tuple[float, float] | None = None  # trained on (y - offset) / scale, judged back
+    layer_config: Callable[[dict[str, Any], bool], dict[str, Any]] | None = None  # (config, is_last)
+    loss: Any = None  # a new loss (name or Loss object)
+    reinitialize: bool = False  # the layers' own fresh initial weights, not the run's
+    steps_factor: int = 1
+
+    @property
+    def same_model(self) -> bool:
+        """Trained on the unchanged clone (only the rate, the data or the steps differ)."""
+        return self.clipnorm is None and self.layer_config is None and self.loss is None and not self.reinitialize
+
+
+@dataclasses.dataclass(frozen=True)
+class LossInfo:
+    name: str
+    from_logits: bool
+
+
+def loss_info(loss: Any) -> LossInfo:
+    if isinstance(loss, str):
+        return LossInfo(_canonical(loss), False)
+    config = {}
+    try:
+        config = loss.get_config() or {}
+    except Exception:
+        config = {}
+    name = str(config.get("name") or getattr(loss, "__name__", None) or type(loss).__name__)
+    return LossInfo(_canonical(name), bool(config.get("from_logits", False)))
+
+
+def _canonical(name: str) -> str:
+    aliases = {
+        "binarycrossentropy": "binary_crossentropy",
+        "categoricalcrossentropy": "categorical_crossentropy",
+        "sparsecategoricalcrossentropy": "sparse_categorical_crossentropy",
+        "meansquarederror": "mean_squared_error",
+        "mse": "mean_squared_error",
+        "meanabsoluteerror": "mean_absolute_error",
+        "mae": "mean_absolute_error",
+    }
+    key = name.lower().replace("_", "")
+    return aliases.get(key, name.lower())
+
+
+def candidates(
+    model: Any, sample: Sample, task: Task, codes: set[str], rate: float | None, clips: bool
+) -> list[Candidate]:
+    """What to try on this run, cheapest first (the rate and the data reuse one clone)."""
+    optimizer = type(getattr(model.optimizer, "inner_optimizer", model.optimizer)).__name__
+    out: list[Candidate] = []
+    if rate is not None and rate > 0:
+        out += _rates(optimizer, rate)
+    out += _data(sample, task, _activation(model.layers[-1]))
+    head = _head(model, task, loss_info(model.loss))
+    if head is not None:
+        out.append(head)
+    if codes & _BLOWN_UP and not clips:
+        out.append(
+            Candidate(
+                ADD_CLIPPING,
+                f"gradient clipping (clipnorm={CLIP_NORM})",
+                f"optimizer = keras.optimizers.{optimizer}(learning_rate=..., clipnorm={CLIP_NORM})",
+                clipnorm=CLIP_NORM,
+            )
+        )
+    if codes & _STARTS_BADLY:
+        out.append(
+            Candidate(
+                CHANGE_INITIALIZER,
+                "Keras' default initialisers",
+                "keras.layers.Dense(..., kernel_initializer='glorot_uniform', bias_initializer='zeros')",
+                layer_config=_default_initializers,
+                reinitialize=True,
+            )
+        )
+    if _linear_stack(model):
+        out.append(
+            Candidate(
+                ADD_NONLINEARITY,
+                "ReLU between the stacked layers",
+                "keras.layers.Dense(64, activation='relu')  # every hidden layer; the last keeps its own",
+                layer_config=_relu_hidden,
+            )
+        )
+    if codes & _SLOW:
+        out.append(
+            Candidate(
+                MORE_EPOCHS,
+                f"{MORE_STEPS}x the steps at the same settings",
+                f"model.fit(..., epochs={MORE_STEPS} * epochs)",
+                steps_factor=MORE_STEPS,
+            )
+        )
+    return out
+
+
+def _rates(optimizer: str, rate: float) -> list[Candidate]:
+    def at(new: float, intent: Intent, why: str = "") -> Candidate:
+        code = f"optimizer = keras.optimizers.{optimizer}(learning_rate={new:.2g})  # was {rate:.2g}{why}"
+        return Candidate(intent, f"learning rate {rate:.2g} -> {new:.2g}{why}", code, rate=new)
+
+    out = []
+    default = DEFAULT_RATES.get(optimizer)
+    if default is not None and default / rate >= FAR_FROM_DEFAULT:  # far off: the default first
+        out.append(at(default, RAISE_RATE, f": {optimizer}'s default"))
+    elif default is not None and rate / default >= FAR_FROM_DEFAULT:
+        out.append(at(default, LOWER_RATE, f": {optimizer}'s default"))
+    return [*out, at(rate * 10, RAISE_RATE), at(rate / 10, LOWER_RATE)]
+
+
+def _data(sample: Sample, task: Task, output_activation: str) -> list[Candidate]:
+    out = []
+    x = sample.x.astype("float64")
+    if sample.x.dtype.kind in "fiu" and (np.abs(x).max() > MAX_INPUT_SCALE or x.std() < MIN_INPUT_STD):
+        out.append(
+            Candidate(
+                SCALE_INPUTS,
+                "standardised inputs",
+                "mean, std = x_train.mean(axis=0), x_train.std(axis=0) + 1e-8\n"
+                "x_train, x_val = (x_train - mean) / std, (x_val - mean) / std  # the same mean, std everywhere",
+                scale_inputs=True,
+            )
+        )
+    if not task.is_classification:
+        y = sample.y.astype("float64")
+        mean, std = float(y.mean()), float(y.std()) or 1.0
+        if abs(mean) > MAX_TARGET_SCALE * max(std, 1.0) or std > MAX_TARGET_SCALE:
+            if output_activation == "sigmoid":
+                low, high = float(y.min()), float(y.max())
+                out.append(
+                    Candidate(
+                        SCALE_TARGETS,
+                        "targets scaled to [0, 1]",
+                        "y_min, y_max = y_train.min(), y_train.max()\ny_train = (y_train - y_min) / (y_max - y_min)"
+                        "  # predictions: pred * (y_max - y_min) + y_min",
+                        target_scale=(low, (high - low) or 1.0),
+                    )
+                )
+            else:
+                out.append(
+                    Candidate(
+                        SCALE_TARGETS,
+                        "standardised targets",
+                        "y_mean, y_std = y_train.mean(), y_train.std()\ny_train = (y_train - y_mean) / y_std"
+                        "  # predictions: pred * y_std + y_mean",
+                        target_scale=(mean, std),
+                    )
+                )
+    return out
+
+
+def _activation(layer: Any) -> str:
+    activation = getattr(layer, "activation", None)
+    return str(getattr(activation, "__name__", activation or "linear"))
+
+
+def _units(layer: Any) -> int | None:
+    units = getattr(layer, "units", None)
+    return int(units) if isinstance(units, int) else None
+
+
+def _head(model: Any, task: Task, loss: LossInfo) -> Candidate | None:
+    """The output layer and loss the targets call for, where the run's differ."""
+    last = model.layers[-1]
+    units, activation = _units(last), _activation(last)
+    if units is None:
+        return None
+    if task.is_classification:
+        k = task.classes or 2
+        if units == 1 and k == 2:
+            fits = (activation == "sigmoid" and loss.name == "binary_crossentropy" and not loss.from_logits) or (
+                activation == "linear" and loss.name == "binary_crossentropy" and loss.from_logits
+            )
+            if fits:
+                return None
+            return _new_head(CHANGE_OUTPUT, 1, "sigmoid", "binary_crossentropy", "Dense(1, activation='sigmoid')")
+        if units >= k and loss.name in _PROBABILITY_LOSSES[1:]:
+            if activation == "softmax" and not loss.from_logits:
+                return None
+            if activation == "linear" and loss.from_logits:
+                return None
+            if activation == "linear":
+                return Candidate(
+                    CHANGE_LOSS,
+                    f"{loss.name}(from_logits=True)",
+                    f"loss=keras.losses.{_class_name(loss.name)}(from_logits=True)  # the last layer outputs logits",
+                    loss=_loss_object(loss.name, from_logits=True),
+                )
+        sparse = "sparse_categorical_crossentropy"
+        return _new_head(CHANGE_OUTPUT, k, "softmax", sparse, f"Dense({k}, activation='softmax')")
+    if activation != "linear" or loss.name not in _REGRESSION_LOSSES:
+        return _new_head(CHANGE_OUTPUT, units, "linear", "mean_squared_error", f"Dense({units})  # no activation")
+    return None
+
+
+def _new_head(intent: Intent, units: int, activation: str, loss: str, layer: str) -> Candidate:
+    def config(layer_config: dict[str, Any], is_last: bool) -> dict[str, Any]:
+        return {**layer_config, "units": units, "activation": activation} if is_last else layer_config
+
+    return Candidate(
+        intent,
+        f"output {activation} ({units} unit{'s' if units > 1 else ''}) + {loss}",
+        f"keras.layers.{layer}  # last layer\nmodel.compile(optimizer=..., loss='{loss}', metrics=...)",
+        layer_config=config,
+        loss=loss,
+    )
+
+
+def _class_name(loss: str) -> str:
+    return "".join(part.capitalize() for part in loss.split("_"))
+
+
+def _loss_object(name: str, from_logits: bool) -> Any:
+    import keras
+
+    return getattr(keras.losses, _class_name(name))(from_logits=from_logits)
+
+
+def _default_initializers(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
+    changed = dict(config)
+    if "kernel_initializer" in changed:
+        changed["kernel_initializer"] = "glorot_uniform"
+    if "bias_initializer" in changed:
+        changed["bias_initializer"] = "zeros"
+    return changed
+
+
+def _relu_hidden(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
+    if is_last or config.get("activation") not in ("linear", None) or "units" not in config:
+        return config
+    return {**config, "activation": "relu"}
+
+
+def _linear_stack(model: Any) -> bool:
+    """Two or more Dense layers, every hidden one without an activation (a linear model, however deep)."""
+    kinds = {type(layer).__name__ for layer in model.layers}
+    dense = [layer for layer in model.layers if type(layer).__name__ == "Dense"]
+    plain = kinds <= _PLAIN_LAYERS  # (an Activation layer between them is a non-linearity)
+    return plain and len(dense) >= 2 and all(_activation(layer) == "linear" for layer in dense[:-1])

@@ -1,0 +1,113 @@
+"""The run's one plan (advice/plan.py): one direction per setting, no repeats, nothing that does not
+apply, and trials deciding the order (issue 52)."""
+
+from __future__ import annotations
+
+from tb_trainhealth.advice.plan import MAX_ACTIONS, build_plan
+from tb_trainhealth.contract.run_info import InputSource, RunInfo
+from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
+from tb_trainhealth.findings import (
+    ADD_CLIPPING,
+    LOWER_RATE,
+    RAISE_RATE,
+    SCALE_INPUTS,
+    TUNE_TF_DATA,
+    Evidence,
+    Finding,
+    Fix,
+    Severity,
+)
+from tb_trainhealth.report.run_report import RunReport
+from tb_trainhealth.signals import RunSignals
+
+LOWER = Fix("Lower the learning rate 10x.", "Adam(learning_rate=1e-4)", (LOWER_RATE,))
+LOWER_AND_CLIP = Fix(
+    "Lower the learning rate and clip.", "Adam(learning_rate=1e-4, clipnorm=1.0)", (LOWER_RATE, ADD_CLIPPING)
+)
+RAISE = Fix("Raise the learning rate.", "Adam(learning_rate=1e-2)", (RAISE_RATE,))
+SCALE = Fix("Standardise the inputs.", "x = (x - m) / s", (SCALE_INPUTS,))
+PREFETCH = Fix("End the pipeline with prefetch.", "ds = ds.prefetch(tf.data.AUTOTUNE)", (TUNE_TF_DATA,))
+LOOK = Fix("Check the labels.", "print(np.unique(y))")
+
+
+def finding(code: str, *fixes: Fix, severity: Severity = Severity.WARNING) -> Finding:
+    return Finding(code, severity, 1, f"{code} title", "detail", Evidence(("loss",)), fixes)
+
+
+def run(*events, input_kind: str = "arrays") -> RunSignals:
+    return RunSignals("r", events=list(events), info=RunInfo(input=InputSource(input_kind)))
+
+
+def trial(intent, verdict: TrialVerdict, error: float, label: str = "change", code: str | None = None) -> TrialResult:
+    return TrialResult(intent.setting, intent.direction.value, label, verdict, code, error)
+
+
+def trials(*results: TrialResult) -> TrialsEvent:
+    return TrialsEvent(step=10, trials=results, findings=("loss_plateau",), samples=768, held_out=256, steps=200,
+                       unchanged_error=0.9, unchanged_loss=2.0)  # fmt: skip
+
+
+def intents(plan) -> list:
+    return [intent for action in plan.actions for intent in action.intents]
+
+
+def test_without_trials_the_root_cause_direction_stays_and_the_opposite_one_goes():
+    plan = build_plan(run(), [finding("dead_relu", LOWER), finding("loss_plateau", RAISE, LOOK)])
+    assert LOWER_RATE in intents(plan) and RAISE_RATE not in intents(plan)
+    assert not any(a.opposes(b) for a in intents(plan) for b in intents(plan))
+    assert [a.text for a in plan.actions] == [LOWER.text, LOOK.text]
+
+
+def test_a_repeated_change_is_one_action_answering_both_findings_in_the_words_that_do_more():
+    plan = build_plan(run(), [finding("exploding_gradients", LOWER), finding("nonfinite", LOWER_AND_CLIP, LOWER)])
+    (action,) = plan.actions
+    assert action.text == LOWER_AND_CLIP.text and action.answers == ("exploding_gradients", "nonfinite")
+    assert plan.steps_answering("nonfinite") == [1]
+
+
+def test_a_tf_data_change_is_not_told_to_a_fit_fed_from_arrays():
+    found = [finding("input_bound", PREFETCH, LOOK)]
+    assert [a.text for a in build_plan(run(input_kind="arrays"), found).actions] == [LOOK.text]
+    assert [a.text for a in build_plan(run(input_kind="tf.data"), found).actions] == [PREFETCH.text, LOOK.text]
+
+
+def test_a_change_that_helped_in_a_trial_comes_first_and_rules_out_the_opposite_way():
+    measured = trials(
+        trial(RAISE_RATE, TrialVerdict.HELPED, 0.2, "learning rate 0.001 -> 0.01", "Adam(learning_rate=0.01)"),
+        trial(LOWER_RATE, TrialVerdict.WORSE, 1.0, "learning rate 0.001 -> 0.0001"),
+    )
+    plan = build_plan(run(measured), [finding("worse_than_constant", LOOK, LOWER), finding("loss_plateau", RAISE)])
+    first = plan.actions[0]
+    assert first.intents == (RAISE_RATE,) and first.code == "Adam(learning_rate=0.01)" and first.tried
+    assert "Tried on 768 of your samples for 200 steps" in first.measured and "0.20" in first.measured
+    assert LOWER_RATE not in intents(plan)
+    assert "made things worse" in plan.overruled["worse_than_constant"]
+
+
+def test_a_change_no_rule_proposed_but_a_trial_found_becomes_an_action():
+    measured = trials(trial(SCALE_INPUTS, TrialVerdict.HELPED, 0.1, "standardised inputs", "x = (x - m) / s"))
+    plan = build_plan(run(measured), [finding("loss_plateau", LOOK)])
+    assert plan.actions[0].intents == (SCALE_INPUTS,) and plan.actions[0].code == "x = (x - m) / s"
+    assert plan.actions[1].text == LOOK.text and not plan.actions[1].tried
+
+
+def test_a_change_tried_without_gain_is_not_told():
+    measured = trials(trial(RAISE_RATE, TrialVerdict.SAME, 0.9))
+    plan = build_plan(run(measured), [finding("loss_plateau", RAISE, LOOK)])
+    assert [a.text for a in plan.actions] == [LOOK.text]
+    assert "changed nothing measurable" in plan.overruled["loss_plateau"]
+
+
+def test_the_plan_holds_at_most_three_actions_and_info_findings_add_none():
+    many = [Fix(f"do {i}", f"code {i}") for i in range(6)]
+    assert len(build_plan(run(), [finding("loss_plateau", *many)]).actions) == MAX_ACTIONS
+    assert build_plan(run(), [finding("undertrained", *many, severity=Severity.INFO)]).actions == ()
+
+
+def test_the_report_gives_the_plan_once_and_findings_point_at_its_steps():
+    report = RunReport.told("r", run(), [finding("dead_relu", LOWER), finding("loss_plateau", RAISE, LOOK)], [], [])
+    form = report.to_json()
+    assert [step["text"] for step in form["plan"]] == [LOWER.text, LOOK.text]
+    assert form["plan"][0]["intents"] == [{"setting": "learning_rate", "direction": "lower"}]
+    assert all("fixes" not in f for f in form["findings"])
+    assert [f["plan_steps"] for f in form["findings"]] == [[1], [2]]
