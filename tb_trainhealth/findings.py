@@ -103,6 +103,7 @@ CHANGE_LABELS = Intent(LABELS, Direction.CHANGE)
 TUNE_TF_DATA = Intent(TF_DATA, Direction.CHANGE)
 CHANGE_HIDDEN_ACTIVATION = Intent(HIDDEN_ACTIVATION, Direction.CHANGE)
 ADD_CLASS_WEIGHTS = Intent("class_weight", Direction.ADD)
+ADD_SHUFFLE = Intent("shuffle", Direction.ADD)  # shuffle the samples (inputs and labels together)
 RAISE_BATCH_SIZE = Intent("batch_size", Direction.RAISE)
 
 

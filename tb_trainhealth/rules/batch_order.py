@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_SHUFFLE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 from tb_trainhealth.yardstick import label_statistics
 
@@ -40,15 +40,18 @@ SHUFFLE_FIXES = {
     "tf.data": Fix(
         "Shuffle the samples before batching, with a buffer that covers the data (or at least many classes' worth).",
         "dataset = dataset.shuffle(buffer_size=len(x_train), reshuffle_each_iteration=True).batch(32)",
+        intents=(ADD_SHUFFLE,),
     ),
     "PyDataset": Fix(
         "Shuffle the sample index in your PyDataset/Sequence, at the start and after every epoch: fit's "
         "shuffle= only reorders whole batches.",
         "def on_epoch_end(self):\n    np.random.shuffle(self.index)  # and __getitem__ reads self.index[i * bs:(i + 1) * bs]",
+        intents=(ADD_SHUFFLE,),
     ),
     "arrays": Fix(
         "Let fit shuffle the arrays (the default), or shuffle them once before fit.",
         "order = np.random.permutation(len(x_train))\nmodel.fit(x_train[order], y_train[order], shuffle=True, ...)",
+        intents=(ADD_SHUFFLE,),
     ),
 }
 

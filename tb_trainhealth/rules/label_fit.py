@@ -13,7 +13,16 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck
-from tb_trainhealth.findings import CHANGE_LOSS, CHANGE_OUTPUT, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    ADD_SHUFFLE,
+    CHANGE_LABELS,
+    CHANGE_LOSS,
+    CHANGE_OUTPUT,
+    Evidence,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.rules.fact_text import LINT_NOT_FACTS, event_facts
 from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals
@@ -30,7 +39,11 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
         "categorical_crossentropy expects one-hot rows of {units} values.",
         (
             Fix("Use the sparse loss, which takes class ids.", SPARSE_LOSS, intents=(CHANGE_LOSS,)),
-            Fix("Or one-hot encode the labels.", "y = keras.utils.to_categorical(y, num_classes={units})"),
+            Fix(
+                "Or one-hot encode the labels.",
+                "y = keras.utils.to_categorical(y, num_classes={units})",
+                intents=(CHANGE_LABELS,),
+            ),
         ),
         Severity.CRITICAL,
     ),
@@ -43,7 +56,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
                 "keras.losses.CategoricalCrossentropy(from_logits=True)",
                 intents=(CHANGE_LOSS,),
             ),
-            Fix("Or turn the rows into class ids.", "y = np.argmax(y, axis=-1)"),
+            Fix("Or turn the rows into class ids.", "y = np.argmax(y, axis=-1)", intents=(CHANGE_LABELS,)),
         ),
         Severity.CRITICAL,
     ),
@@ -60,6 +73,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Or map the labels to 0..K-1 (e.g. labels starting at 1).",
                 "classes, y = np.unique(y, return_inverse=True)",
+                intents=(CHANGE_LABELS,),
             ),
         ),
         Severity.CRITICAL,
@@ -73,6 +87,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Give the sparse loss integer class ids (undo any scaling of y).",
                 "y = np.round(y * 255).astype('int32')  # whatever scaling was applied to the labels",
+                intents=(CHANGE_LABELS,),
             ),
             Fix(
                 "Regression targets: a linear output and a regression loss.",
@@ -101,6 +116,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Two classes coded differently (e.g. -1/1 or 1/2): map them to 0/1.",
                 "y = (y == y.max()).astype('float32')",
+                intents=(CHANGE_LABELS,),
             ),
         ),
         Severity.CRITICAL,
@@ -181,6 +197,7 @@ _LABEL_CHECKS: dict[LintCheck, tuple[str, str, tuple[Fix, ...], Severity]] = {
             Fix(
                 "Shuffle sorted data (numpy: fit shuffles by default; tf.data: shuffle before batch).",
                 "dataset = dataset.shuffle(len_of_data).batch(32).prefetch(tf.data.AUTOTUNE)",
+                intents=(ADD_SHUFFLE,),
             ),
         ),
         Severity.WARNING,

@@ -15,7 +15,7 @@ import numpy as np
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LossKind
-from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import ADD_SHUFFLE, CHANGE_LABELS, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.batch_order import batches_in_class_order
 from tb_trainhealth.rules.label_data import class_shares_differ, conflicting_duplicates
 from tb_trainhealth.rules.label_fit import label_lint_findings, negative_loss
@@ -36,6 +36,7 @@ SHUFFLE_SPLIT_FIX = Fix(
     "from sklearn.model_selection import train_test_split\n"
     "x_train, x_val, y_train, y_val = train_test_split(x, y, test_size=0.2, stratify=y, random_state=0)\n"
     "model.fit(x_train, y_train, validation_data=(x_val, y_val), ...)",
+    intents=(ADD_SHUFFLE,),
 )
 
 
@@ -105,6 +106,10 @@ PAIRING_FIXES = (
     Fix(
         "Shuffle inputs and labels together (one permutation for both), or let fit shuffle.",
         "order = np.random.permutation(len(x))\nx, y = x[order], y[order]  # never shuffle x and y separately",
+        intents=(
+            ADD_SHUFFLE,
+            CHANGE_LABELS,
+        ),
     ),
     Fix(
         "Check a few pairs by eye: do the labels belong to the inputs?",
@@ -113,6 +118,10 @@ PAIRING_FIXES = (
     Fix(
         "tf.data: zip datasets that keep the same order (shuffle after zipping, not each side).",
         "ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x))  # not zip(x_ds.shuffle(), y_ds.shuffle())",
+        intents=(
+            ADD_SHUFFLE,
+            CHANGE_LABELS,
+        ),
     ),
 )
 
