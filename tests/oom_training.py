@@ -1,6 +1,6 @@
 """A real out-of-memory training run, for tests: the address space is capped so big batches fail.
 
-Usage: python tests/oom_training.py LOG_DIR MIN_BATCH_SIZE [arrays|dataset]
+Usage: python tests/oom_training.py LOG_DIR MIN_BATCH_SIZE [arrays|dataset] [EPOCHS GROW_BACK_AFTER]
 Allocations beyond the cap raise ResourceExhaustedError at once (nothing is touched);
 oneDNN is off because some of its kernels crash the process (SIGSEGV) instead of raising.
 """
@@ -23,7 +23,8 @@ import numpy as np
 import tb_trainhealth
 
 
-def main(log_dir: str, min_batch_size: int, kind: str = "arrays") -> None:
+def main(log_dir: str, min_batch_size: int, kind: str = "arrays", epochs: str = "2", grow_back_after: str = "") -> None:
+    grow = {"grow_back_after": int(grow_back_after)} if grow_back_after else {}
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(8192, 16)).astype("float32")
@@ -35,10 +36,20 @@ def main(log_dir: str, min_batch_size: int, kind: str = "arrays") -> None:
         import tensorflow as tf
 
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8192)
-        history = tb_trainhealth.fit(model, data, log_dir=log_dir, epochs=2, verbose=0, min_batch_size=min_batch_size)
+        history = tb_trainhealth.fit(
+            model, data, log_dir=log_dir, epochs=int(epochs), verbose=0, min_batch_size=min_batch_size, **grow
+        )
     else:
         history = tb_trainhealth.fit(
-            model, x, y, log_dir=log_dir, batch_size=8192, epochs=2, verbose=0, min_batch_size=min_batch_size
+            model,
+            x,
+            y,
+            log_dir=log_dir,
+            batch_size=8192,
+            epochs=int(epochs),
+            verbose=0,
+            min_batch_size=min_batch_size,
+            **grow,
         )
     print("EPOCHS", len(history.history["loss"]))
 

@@ -11,6 +11,7 @@ from tb_trainhealth.contract import payload
 from tb_trainhealth.contract.events import (
     EVENT_TYPES,
     ActivationsEvent,
+    BatchSizeEvent,
     ComparisonEvent,
     CrashEvent,
     FitEndEvent,
@@ -46,6 +47,7 @@ EXAMPLES = [
     ActivationsEvent(128, {"dense": LayerActivations("relu", 32, dead=0.75)}, epoch=2),
     CrashEvent(11, "InvalidArgumentError", "Incompatible shapes", "training", 0),
     OomEvent(9, batch_size=8192, next_batch_size=4096, memory_mb=7900.0, epoch=0),
+    BatchSizeEvent(40, batch_size=6144, previous_batch_size=4096, epoch=2, peak_mb=700.0, limit_mb=4096.0),
     FitEndEvent(640, epochs_run=6, epochs_planned=50, stopped_early=True, stopped_by=("EarlyStopping",)),
     PreflightEvent(
         0,

@@ -36,6 +36,35 @@ def test_real_oom_is_retried_at_smaller_batches_and_training_finishes(tmp_path, 
     assert finding["severity"] == "warning" and "8192" in finding["title"]
 
 
+def test_after_an_oom_the_batch_grows_back_halfway_where_memory_allows(tmp_path):
+    """Issue 58: 8192 and 4096 run out of memory, 2048 fits; after an epoch of steps that fit the
+    batch grows halfway back towards 4096 at each epoch end, a grown size that fails goes back to
+    2048, and the finding says the size the run settled on."""
+    proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "256", "arrays", "4", "4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "EPOCHS 4" in proc.stdout and "growing it back to" in proc.stdout
+    run = read_logdir(str(tmp_path))["run"]
+    changes = sorted(
+        [(e.step, e.batch_size, e.next_batch_size) for e in run.events if e.kind == "oom"]
+        + [(e.step, e.previous_batch_size, e.batch_size) for e in run.events if e.kind == "batch_size"]
+    )
+    size, ceiling = 8192, None
+    for _, before, after in changes:
+        assert before == size
+        if after < before:  # an OOM: halved, or back to the size that fit before a grow-back
+            ceiling = min(before, ceiling or before)
+        else:  # grown: halfway towards the smallest size that failed
+            assert after == (before + ceiling) // 2
+        size = after
+    grown = [e for e in run.events if e.kind == "batch_size"]
+    assert grown and grown[0].batch_size == 3072  # halfway from 2048 to 4096
+    assert size > 2048  # a grown size fit (here 3072 and 2560 ran out of memory, 2304 fit)
+    (finding,) = [f for f in cli_json(str(tmp_path))["run"]["findings"] if f["code"] == "oom"]
+    assert f"training continued at {size}" in finding["title"] and f"settled on batch size {size}" in finding["detail"]
+    steps = run.series["loss"].steps
+    assert np.all(np.diff(steps) == 1) and steps[0] == 1  # every fit's steps follow on
+
+
 def test_oom_at_every_batch_size_records_critical_finding_and_raises(tmp_path):
     proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "4096")
     assert proc.returncode != 0

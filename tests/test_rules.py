@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -544,6 +545,97 @@ def test_a_leak_is_a_warning_only_where_it_reaches_the_limit_by_the_planned_end(
     assert finding.severity == severity
     if severity == Severity.INFO:
         assert "not at risk" in finding.detail
+
+
+def _memory_run(values, step_ms=None, planned=None, limit=24_000.0, steps=None, **settings):
+    from tb_trainhealth.contract.run_settings import RunSettings
+
+    steps = np.arange(1, len(values) + 1) * 32 if steps is None else steps  # the callback reads every 32 steps
+    series = {sig.HOST_MEMORY_MB: Series.of(steps, np.asarray(values, dtype=float))}
+    if step_ms is not None:
+        series[sig.STEP_TIME_MS] = Series.of(steps, np.full(len(steps), float(step_ms)))
+    run = RunSignals("r", series=series)
+    run.info = RunInfo(planned_end_step=planned, host_memory_limit_mb=limit)
+    run.settings = RunSettings((), dict(settings))
+    return run
+
+
+@pytest.mark.parametrize(
+    ("step_ms", "planned", "severity", "said"),
+    [
+        (5.0, 400 * 32, Severity.WARNING, "10x the 12800 planned steps"),  # reaches 21.6 GiB by step ~88,000
+        (5.0, 100 * 32, Severity.INFO, "not at risk"),  # 10x a shorter plan ends first
+        (2000.0, 400 * 32, Severity.INFO, "a day at this run's 2000 ms per step"),  # a day is 43,200 steps
+    ],
+    ids=["ten-plans", "short-plan", "slow-steps"],
+)
+def test_a_steady_leak_is_projected_onto_a_long_run_of_the_same_training(step_ms, planned, severity, said):
+    """Issue 58: a leak is judged by whether its rate fills the machine within a day at the run's
+    step time or 10x its planned steps, not by whether this run ended first."""
+    from tb_trainhealth.rules.memory import check_memory_growth
+
+    run = _memory_run(np.linspace(1000.0, 4000.0, 400), step_ms=step_ms, planned=planned)  # 0.235 MiB a step
+    (finding,) = check_memory_growth(run)
+    assert finding.severity == severity and said in finding.detail, finding.detail
+    assert "grows steadily" in finding.title and "keeps climbing to the end" in finding.detail
+    facts = {fact.label: fact.value for fact in finding.evidence.facts}
+    assert facts["slope"].startswith("235 MiB per 1000 steps") and facts["levels off"].startswith("no")
+    assert "R² 1.00" in facts["fit"]
+
+
+def test_growth_that_levels_off_is_info_and_says_where_even_with_a_long_plan():
+    from tb_trainhealth.rules.memory import check_memory_growth
+
+    values = 1000.0 + 800.0 * (1 - np.exp(-np.arange(400) / 80.0))  # a cache or pool filling: +800 MiB, then flat
+    run = _memory_run(values, step_ms=5.0, planned=10**6)
+    (finding,) = check_memory_growth(run)
+    assert finding.severity == Severity.INFO and "levelled off" in finding.title
+    facts = {fact.label: fact.value for fact in finding.evidence.facts}
+    assert facts["levels off"].startswith("from step ") and "MiB" in facts["levels off"]
+    level_step = int(facts["levels off"].split()[2])
+    assert 8000 < level_step < 9500  # 90% of the growth after warm-up (from reading 100): reading 271
+
+
+def test_the_likely_source_of_a_leak_per_epoch_or_per_step():
+    from tb_trainhealth.rules.memory import check_memory_growth
+
+    steps = np.arange(1, 121) * 32  # 3840 steps, epochs of 320 steps (10 readings each)
+    per_epoch = 1000.0 + 100.0 * ((steps - 1) // 320)
+    (finding,) = check_memory_growth(_memory_run(per_epoch, steps=steps, planned=10**5, steps_per_epoch=320))
+    assert "grows at epoch ends" in finding.detail
+    per_step = 1000.0 + 0.3 * steps
+    (finding,) = check_memory_growth(_memory_run(per_step, steps=steps, planned=10**5, steps_per_epoch=320))
+    assert "grows with every step" in finding.detail
+    coarse = _memory_run(per_step, steps=steps, planned=10**5, steps_per_epoch=40)  # epochs shorter than readings
+    (finding,) = check_memory_growth(coarse)
+    assert "every step" not in finding.detail and "epoch ends" not in finding.detail
+
+
+def test_the_oom_finding_quotes_memory_its_chart_shows_and_the_batch_size_it_settled_on():
+    """Issue 58: the finding said "636 MB in use" (read after the failed step freed its buffers)
+    under a chart of 680-705 MB; and a run that grew its batch back settled on the grown size."""
+    from tb_trainhealth.contract.events import BatchSizeEvent, OomEvent
+    from tb_trainhealth.report.lead_chart import lead_chart
+    from tb_trainhealth.rules.crashes import check_oom
+
+    steps = np.arange(1, 41)
+    memory = Series.of(steps, np.linspace(680.0, 705.0, 40))
+    events = [
+        OomEvent(1, batch_size=8192, next_batch_size=4096, memory_mb=636.0, epoch=0),
+        OomEvent(11, batch_size=4096, next_batch_size=2048, memory_mb=640.0, epoch=1),
+        BatchSizeEvent(21, batch_size=3072, previous_batch_size=2048, epoch=2),
+    ]
+    run = RunSignals("r", series={sig.HOST_MEMORY_MB: memory}, events=events)
+    (finding,) = check_oom(run)
+    assert lead_chart(run, [finding])["series"] == [sig.HOST_MEMORY_MB]
+    shown = {f"{value:.0f}" for value in memory.values}
+    said = finding.title + finding.detail + " ".join(fact.value for fact in finding.evidence.facts)
+    quoted = re.findall(r"(\d+) MB in use", said)
+    assert quoted and set(quoted) <= shown, quoted
+    assert "680 MB in use at step 1 (the first reading after it)" in said
+    assert "MB in use at step 10 (the last reading before it)" in said
+    assert "settled on batch size 3072" in finding.detail and "training continued at 3072" in finding.title
+    assert any(fact.label == "grown back at step 21" for fact in finding.evidence.facts)
 
 
 def test_fixes_are_fitted_to_what_the_run_already_does():

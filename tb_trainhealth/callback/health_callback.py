@@ -27,7 +27,7 @@ from tb_trainhealth.callback.record import bucket_mirror
 from tb_trainhealth.callback.run_record import RunRecord
 from tb_trainhealth.callback.trials.at_fit_end import TrialSetup, codes_to_try, try_changes
 from tb_trainhealth.callback.watch import crash_guard
-from tb_trainhealth.contract.events import OomEvent, TrialsEvent
+from tb_trainhealth.contract.events import BatchSizeEvent, OomEvent, TrialsEvent
 from tb_trainhealth.contract.vocab import Part
 from tb_trainhealth.findings import Finding, Severity
 
@@ -222,6 +222,17 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         run.retrying = next_batch_size is not None
         run.recording.event(OomEvent(run.step + 1, batch_size, next_batch_size, memory_mb, epoch))
         run.diagnose(self.model, final=False)
+        run.close_when_idle()
+
+    def record_batch_size(
+        self, epoch: int, batch_size: int, previous: int, peak_mb: float | None, limit_mb: float | None
+    ) -> None:
+        """Record the batch size growing back after an OOM (tb_trainhealth.fit, before the next fit)."""
+        run = self._run
+        if run.recording is None:
+            return
+        run.retrying = True
+        run.recording.event(BatchSizeEvent(run.step + 1, batch_size, previous, epoch, peak_mb, limit_mb))
         run.close_when_idle()
 
     def _finish(self, ended: bool = False) -> None:

@@ -11,9 +11,22 @@ import tensorflow as tf
 
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol
 from tb_trainhealth.callback.health_callback import HealthCallback
-from tb_trainhealth.callback.step.memory import device_memory_mb, host_rss_mb
+from tb_trainhealth.callback.step.memory import device_memory_mb, host_memory_limit_mb, host_rss_mb
 
 logger = logging.getLogger(__name__)
+
+# Growing back after an OOM: once this many steps in a row have fit at a batch size smaller than
+# one that ran out of memory, at the next epoch end the batch size grows halfway back towards the
+# smallest size that failed (a grown size that fails again goes back to the size that fit, and is
+# the new ceiling)...
+GROW_BACK_AFTER_STEPS = 200
+# ...unless that gains less than this share of the batch (then the run has settled)...
+MIN_GROW_SHARE = 0.125
+# ...or the memory readings at the smaller size, scaled to the grown one (what the batch added above
+# the fit's first reading grows with the batch), would pass this share of what the process may hold.
+GROW_ROOM_SHARE = 0.9
+# Memory is read every this many steps while a smaller batch runs (a /proc read: microseconds).
+READ_MEMORY_EVERY = 8
 
 
 class TrainingOOMError(RuntimeError):
@@ -21,14 +34,58 @@ class TrainingOOMError(RuntimeError):
 
 
 class _EpochTracker(TfKerasCallbackProtocol, keras.callbacks.Callback):
-    """Remembers the epoch in progress, so a retry resumes from it."""
+    """Remembers the epoch in progress, so a retry resumes from it; after an OOM, counts the steps
+    that fit at the smaller batch and ends the fit at an epoch end where the batch can grow back."""
 
-    def __init__(self, initial_epoch: int):
+    def __init__(self, initial_epoch: int, epochs: int | None, grow_after: int | None):
         super().__init__()
         self.epoch = initial_epoch
+        self.epochs, self.grow_after = epochs, grow_after
+        self.batch_size: int | None = None  # the size this fit runs at
+        self.ceiling: int | None = None  # the smallest size that ran out of memory
+        self.grow_to: int | None = None  # set where this fit ended to grow the batch
+        self.steps, self.base_mb, self.peak_mb = 0, None, None
+
+    def on_train_begin(self, logs=None):
+        self.steps, self.grow_to = 0, None
+        self.base_mb = self.peak_mb = _memory_mb()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        if self.ceiling is not None and self.steps % READ_MEMORY_EVERY == 0:
+            reading = _memory_mb()
+            if reading is not None:
+                self.peak_mb = max(self.peak_mb or reading, reading)
+
+    def on_epoch_end(self, epoch, logs=None):
+        target = self.grow_target(epoch)
+        if target is not None:
+            self.grow_to, self.epoch = target, epoch + 1
+            self.model.stop_training = True
+
+    def grow_target(self, epoch: int) -> int | None:
+        """The batch size to grow to from the next epoch, or None to stay."""
+        size, ceiling = self.batch_size, self.ceiling
+        if size is None or ceiling is None or self.grow_after is None or self.steps < self.grow_after:
+            return None
+        if self.epochs is not None and epoch + 1 >= self.epochs:
+            return None  # the fit is over anyway
+        target = (size + ceiling) // 2
+        if target - size < MIN_GROW_SHARE * size:
+            return None
+        limit = host_memory_limit_mb() if device_memory_mb() is None else None
+        if limit is not None and self.base_mb is not None and self.peak_mb is not None:
+            expected = self.base_mb + (self.peak_mb - self.base_mb) * target / size
+            if expected > GROW_ROOM_SHARE * limit:
+                return None
+        return target
+
+
+def _memory_mb() -> float | None:
+    return device_memory_mb() or host_rss_mb()
 
 
 def fit(
@@ -40,6 +97,7 @@ def fit(
     batch_size: int | None = None,
     oom_retry: bool = True,
     min_batch_size: int = 1,
+    grow_back_after: int | None = GROW_BACK_AFTER_STEPS,
     **fit_kwargs: Any,
 ) -> keras.callbacks.History:
     """`model.fit` with HealthCallback attached and out-of-memory retries.
@@ -52,6 +110,12 @@ def fit(
     inputs (generators, `keras.utils.PyDataset`) cannot be resized: the OOM is recorded
     and the error explains what to change. Every retry is an `oom` event in the logs;
     giving up records a critical `oom` finding and raises `TrainingOOMError`.
+
+    After an OOM, once `grow_back_after` steps in a row fit at the smaller batch (None: never),
+    the batch grows back at the next epoch end, halfway towards the smallest size that failed,
+    where the memory readings leave room; a grown size that fails goes back to the size that
+    fit. Each change is a `batch_size` event in the logs, and printed; the `oom` finding says
+    the batch size the run settled on.
 
     Example:
 
@@ -68,16 +132,23 @@ def fit(
     if health is None:
         health = HealthCallback(log_dir)
         callbacks.append(health)
-    tracker = _EpochTracker(fit_kwargs.pop("initial_epoch", 0))
+    epochs = fit_kwargs.get("epochs", 1)
+    tracker = _EpochTracker(
+        fit_kwargs.pop("initial_epoch", 0), epochs if isinstance(epochs, int) else None, grow_back_after
+    )
     health.oom_handled_by_caller = oom_retry  # OOMs are recorded as `oom` events below, not as crashes
     callbacks.append(tracker)
     history: dict[str, list] = {}
+    previous_fit: dict[int, int] = {}  # a grown batch size -> the size that fit before it
     data = x
     while True:
         try:
             kwargs = dict(fit_kwargs)
             if not isinstance(data, tf.data.Dataset):
                 kwargs["batch_size"] = batch_size
+            tracker.batch_size = (
+                batch_size if not isinstance(data, tf.data.Dataset) else _dataset_batch_size(data, batch_size)
+            )
             result = model.fit(data, y, initial_epoch=tracker.epoch, callbacks=callbacks, **kwargs)
         except tf.errors.ResourceExhaustedError as err:
             if not oom_retry:
@@ -87,7 +158,9 @@ def fit(
             failed = batch_size if not isinstance(data, tf.data.Dataset) else _dataset_batch_size(data, batch_size)
             failed = failed or 32  # Keras' default for arrays
             resizable = _resizable(data)
-            smaller = failed // 2 if resizable and failed // 2 >= min_batch_size else None
+            fitted = previous_fit.get(failed)  # a grown size failed: back to the size that fit
+            smaller = fitted or (failed // 2 if resizable and failed // 2 >= min_batch_size else None)
+            tracker.ceiling = min(failed, tracker.ceiling or failed)
             memory = device_memory_mb() or host_rss_mb()
             health.record_oom(tracker.epoch, failed, smaller, memory)
             if smaller is None:
@@ -115,6 +188,19 @@ def fit(
             health.record_crash(err, phase="fit")
             raise
         _merge(history, model)
+        if tracker.grow_to is not None and tracker.batch_size is not None:
+            grown, size = tracker.grow_to, tracker.batch_size
+            health.record_batch_size(tracker.epoch, grown, size, tracker.peak_mb, host_memory_limit_mb())
+            print(
+                f"tb-trainhealth: {tracker.steps} steps fit at batch size {size}; growing it back to {grown} "
+                f"from epoch {tracker.epoch + 1}"
+            )
+            previous_fit[grown] = size
+            batch_size = grown
+            if isinstance(data, tf.data.Dataset):
+                data = data.unbatch().batch(grown)
+            model.train_function = None
+            continue
         result.history = history
         return result
 

@@ -19,6 +19,7 @@ class EventKind(Name):
     ACTIVATIONS = "activations"
     CRASH = "crash"
     OOM = "oom"
+    BATCH_SIZE = "batch_size"
     FINDING = "finding"
     FIT_END = "fit_end"
     PREFLIGHT = "preflight"

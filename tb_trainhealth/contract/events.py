@@ -21,6 +21,7 @@ from tb_trainhealth.contract.vocab import LintCheck, Name, NanOriginWhere, Nonfi
 __all__ = [
     "EVENT_TYPES",
     "ActivationsEvent",
+    "BatchSizeEvent",
     "ComparisonEvent",
     "CrashEvent",
     "Event",
@@ -147,6 +148,21 @@ class OomEvent(Event):
 
 
 @dataclasses.dataclass(frozen=True)
+class BatchSizeEvent(Event):
+    """`tb_trainhealth.fit` grew the batch size back after steps that fit at a smaller one
+    (`batch_size` from `previous_batch_size`), from `epoch` on; an OOM at the grown size is an
+    OomEvent whose next_batch_size is the size that fit before."""
+
+    kind: ClassVar[EventKind] = EventKind.BATCH_SIZE
+
+    batch_size: int | None = None
+    previous_batch_size: int | None = None
+    epoch: int | None = None
+    peak_mb: float | None = None  # the highest memory reading at the previous size
+    limit_mb: float | None = None  # what the process may hold, where known
+
+
+@dataclasses.dataclass(frozen=True)
 class FitEndEvent(Event):
     """How a fit ended: all its epochs, or stopped early (by EarlyStopping, stop_on, ...)."""
 
@@ -266,6 +282,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ActivationsEvent,
         CrashEvent,
         OomEvent,
+        BatchSizeEvent,
         FitEndEvent,
         StallEvent,
         ResumedEvent,

@@ -9,6 +9,7 @@ from typing import Any
 
 from tb_trainhealth.contract.events import (
     ActivationsEvent,
+    BatchSizeEvent,
     ComparisonEvent,
     CrashEvent,
     Event,
@@ -58,6 +59,8 @@ def _text(event: Event) -> str | None:
         case OomEvent():
             then = f", retried at {event.next_batch_size}" if event.next_batch_size else ", gave up"
             return f"out of memory at batch size {event.batch_size}{then}"
+        case BatchSizeEvent():
+            return f"batch size grown back to {event.batch_size} (from {event.previous_batch_size})"
         case CrashEvent():
             return f"crashed: {event.error_type}" + (f" in {event.phase}" if event.phase else "")
         case StallEvent():

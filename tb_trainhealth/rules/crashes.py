@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import CrashEvent, OomEvent
+from tb_trainhealth.contract.events import BatchSizeEvent, CrashEvent, OomEvent
 from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
@@ -292,14 +294,36 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
     ]
 
 
-def _oom_facts(ooms: list[OomEvent]) -> tuple[Fact, ...]:
-    """One line per attempt: its batch size, where it failed, the memory in use, what came next."""
+def _memory_in_use(run: RunSignals, event: OomEvent) -> str:
+    """The memory in use at an OOM, as the finding's chart shows it: the chart's last reading
+    before the error (else its first one after), not the reading taken after the failed step
+    freed its buffers (issue 58: "636 MB in use" under a chart of 680-705 MB). Without a chart,
+    the reading the event recorded."""
+    series = run.get(sig.DEVICE_MEMORY_MB) or run.get(sig.HOST_MEMORY_MB)
+    if series is not None and len(series):
+        before = np.flatnonzero(series.steps < event.step)
+        at = int(before[-1]) if len(before) else 0
+        where = "the last reading before it" if len(before) else "the first reading after it"
+        return f"; {series.values[at]:.0f} MB in use at step {int(series.steps[at])} ({where})"
+    return f"; {event.memory_mb:.0f} MB in use" if event.memory_mb is not None else ""
+
+
+def _oom_facts(run: RunSignals, ooms: list[OomEvent], grown: list[BatchSizeEvent]) -> tuple[Fact, ...]:
+    """One line per attempt: its batch size, where it failed, the memory in use, what came next;
+    and one per batch size grown back."""
     out: tuple[Fact, ...] = ()
     for k, event in enumerate(ooms, 1):
         where = f"step {event.step}" + (f", epoch {event.epoch}" if event.epoch is not None else "")
-        memory = f"; {event.memory_mb:.0f} MB in use" if event.memory_mb is not None else ""
         then = f"retried at batch size {event.next_batch_size}" if event.next_batch_size else "gave up"
-        out += fact(f"attempt {k}: batch size {event.batch_size}", f"out of memory at {where}{memory}; {then}")
+        out += fact(
+            f"attempt {k}: batch size {event.batch_size}",
+            f"out of memory at {where}{_memory_in_use(run, event)}; {then}",
+        )
+    for event in grown:
+        out += fact(
+            f"grown back at step {event.step}",
+            f"batch size {event.previous_batch_size} -> {event.batch_size} from epoch {(event.epoch or 0) + 1}",
+        )
     return out
 
 
@@ -307,14 +331,24 @@ def _memory_series(run: RunSignals) -> tuple[str, ...]:
     return tuple(name for name in (sig.DEVICE_MEMORY_MB, sig.HOST_MEMORY_MB) if run.get(name) is not None)
 
 
+def _settled(ooms: list[OomEvent], grown: list[BatchSizeEvent]) -> int | None:
+    """The batch size the run went on with after its last change (an OOM's retry, a grow-back)."""
+    changes = sorted(
+        [(e.step, 0, e.next_batch_size) for e in ooms] + [(e.step, 1, e.batch_size) for e in grown],
+        key=lambda change: change[:2],
+    )
+    return changes[-1][2]
+
+
 def check_oom(run: RunSignals) -> list[Finding]:
     ooms = run.events_of(OomEvent)
     if not ooms:
         return []
     gave_up = [e for e in ooms if e.next_batch_size is None]
+    grown = run.events_of(BatchSizeEvent)
     first = ooms[0]
     sizes = " -> ".join(str(e.batch_size) for e in ooms)
-    memory = f"; {first.memory_mb:.0f} MB in use" if first.memory_mb is not None else ""
+    memory = _memory_in_use(run, first)
     if gave_up:
         last = gave_up[-1]
         return [
@@ -324,11 +358,18 @@ def check_oom(run: RunSignals) -> list[Finding]:
                 step=last.step,
                 title=f"Out of memory even at batch size {last.batch_size}: training stopped",
                 detail=f"Out-of-memory at batch sizes {sizes}; the smallest allowed batch size still did not fit{memory}.",
-                evidence=Evidence(_memory_series(run), first.step, last.step, facts=_oom_facts(ooms)),
+                evidence=Evidence(_memory_series(run), first.step, last.step, facts=_oom_facts(run, ooms, grown)),
                 fixes=OOM_FIXES[1:] + OOM_FIXES[:1],
             )
         ]
-    final = ooms[-1].next_batch_size
+    final = _settled(ooms, grown)
+    grew = (
+        f" After steps that fit, it grew back {len(grown)} time(s) ("
+        + ", ".join(f"{e.previous_batch_size} -> {e.batch_size}" for e in grown)
+        + f") and settled on batch size {final}."
+        if grown
+        else ""
+    )
     return [
         Finding(
             code="oom",
@@ -337,9 +378,15 @@ def check_oom(run: RunSignals) -> list[Finding]:
             title=f"Out of memory at batch size {first.batch_size}; training continued at {final}",
             detail=(
                 f"{len(ooms)} out-of-memory error(s) (batch sizes {sizes}); training resumed at batch size {final} "
-                f"from the epoch that failed{memory}. Smaller batches change the optimisation: consider a lower learning rate."
+                f"from the epoch that failed{memory}.{grew} Smaller batches change the optimisation: consider a lower "
+                "learning rate."
             ),
-            evidence=Evidence(_memory_series(run), first.step, ooms[-1].step, facts=_oom_facts(ooms)),
+            evidence=Evidence(
+                _memory_series(run),
+                first.step,
+                max(e.step for e in [*ooms, *grown]),
+                facts=_oom_facts(run, ooms, grown),
+            ),
             fixes=OOM_FIXES,
         )
     ]
