@@ -8,7 +8,7 @@ the fix raised it), and *other* otherwise. It also prints what the trials cost: 
 against the fit's, in the same process.
 
 Usage:
-    python -m bench.plan_zoo [--only NAME[,NAME]] [--keep DIR] [--no-trials]
+    python -m bench.plan_zoo [--only NAME[,NAME]] [--keep DIR] [--no-trials] [--trial-seconds S]
     python -m bench.plan_zoo --rediagnose DIR      # plans of runs kept by --keep, no training
 """
 
@@ -114,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", default=None, metavar="DIR")
     parser.add_argument("--rediagnose", default=None, metavar="DIR")
     parser.add_argument("--no-trials", action="store_true", help="the plan from the rules alone")
+    parser.add_argument(
+        "--trial-seconds",
+        type=float,
+        default=None,
+        help="HealthCallback(trials=SECONDS): more time than a user's default",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     from bench.real_bug_zoo import all_cases
@@ -132,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        case.run(True, args.seed, [HealthCallback(root, verbose=False, trials=not args.no_trials)])
+                        trials = False if args.no_trials else (args.trial_seconds or True)
+                        case.run(True, args.seed, [HealthCallback(root, verbose=False, trials=trials)])
                 except Exception as err:
                     print(f"{case.name:45} FAILED TO RUN: {type(err).__name__}: {err}")
                     continue

@@ -93,7 +93,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             changes on a clone of the model from the fit's starting weights, on a sample of its own
             data, before telling them: the run's plan puts what helped first and never advises what
             made things worse (`callback/trials/`; at most 10% of the fit's time or 10 s, whichever is
-            larger, never over 60 s; never on a healthy run). False: the plan rests on the rules alone.
+            larger, never over 60 s; never on a healthy run). A number: the trials' time in seconds
+            instead. False: the plan rests on the rules alone.
     """
 
     def __init__(
@@ -108,7 +109,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
         preflight: bool = False,
         stall_after: float | None = None,
         baseline: str | None = None,
-        trials: bool = True,
+        trials: bool | float = True,
     ):
         super().__init__()
         if diagnose_every < 1:
@@ -157,7 +158,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             preflight=self.preflight,
             on_crash=self.record_crash,
             baseline=self.baseline,
-            trials=self.trials,
+            trials=self.trials is not False,
         )
         if self.guard.run(Part.WRITER, self._fit.start):
             atexit.register(self._finish)
@@ -262,7 +263,8 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
                 recording.event(TrialsEvent(step=self._run.step, findings=tuple(sorted(codes)), skipped=ruled_out))
                 self._run.write_events()
             return
-        event = try_changes(self.model, setup, findings, self._run.step, recording, self.verbose)
+        seconds = None if isinstance(self.trials, bool) else float(self.trials)
+        event = try_changes(self.model, setup, findings, self._run.step, recording, self.verbose, seconds)
         if event is None:
             return
         self._run.write_events()

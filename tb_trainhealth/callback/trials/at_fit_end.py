@@ -97,18 +97,28 @@ def codes_to_try(findings: list[Finding]) -> set[str]:
     return set() if loud & NOT_SETTINGS else loud & LEARNING
 
 
-def budget_seconds(fit_seconds: float) -> float:
+def budget_seconds(fit_seconds: float, seconds: float | None = None) -> float:
+    """The trials' time: `seconds` where the user set it, else the share of the fit's time."""
+    if seconds is not None:
+        return float(seconds)
     return min(MAX_TRIAL_SECONDS, max(MIN_TRIAL_SECONDS, TRIAL_SHARE * fit_seconds))
 
 
 def try_changes(
-    model: Any, setup: TrialSetup, findings: list[Finding], step: int, recording: Recording, verbose: bool
+    model: Any,
+    setup: TrialSetup,
+    findings: list[Finding],
+    step: int,
+    recording: Recording,
+    verbose: bool,
+    seconds: float | None = None,
 ) -> TrialsEvent | None:
-    """Run the trials where the fit failed; record (and return) what they measured."""
+    """Run the trials where the fit failed (for `seconds`, else the usual budget); record (and
+    return) what they measured."""
     codes = codes_to_try(findings)
     if not codes:
         return None
-    budget = budget_seconds(time.perf_counter() - setup.started)
+    budget = budget_seconds(time.perf_counter() - setup.started, seconds)
     sample = take_sample(setup.adapter)
     if isinstance(sample, str):
         event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=sample, budget_seconds=budget)

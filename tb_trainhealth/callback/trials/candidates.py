@@ -101,15 +101,16 @@ def _canonical(name: str) -> str:
 def candidates(
     model: Any, sample: Sample, task: Task, codes: set[str], rate: float | None, clips: bool
 ) -> list[Candidate]:
-    """What to try on this run, cheapest first (the rate and the data reuse one clone)."""
+    """What to try on this run, likeliest first (the budget may end before the last): an output layer
+    that does not fit the targets, unscaled data, then the learning rate both ways."""
     optimizer = type(getattr(model.optimizer, "inner_optimizer", model.optimizer)).__name__
     out: list[Candidate] = []
+    head = _head(model, task, loss_info(model.loss))
+    if head is not None:  # an output that cannot reach the targets: the likeliest cause, tried first
+        out.append(head)
+    out += _data(sample, task, _activation(model.layers[-1]))
     if rate is not None and rate > 0:
         out += _rates(optimizer, rate)
-    out += _data(sample, task, _activation(model.layers[-1]))
-    head = _head(model, task, loss_info(model.loss))
-    if head is not None:
-        out.append(head)
     if codes & _BLOWN_UP and not clips:
         out.append(
             Candidate(

@@ -1,0 +1,126 @@
+"""Trials (issue 52): a failing fit's candidate changes are tried on its own data before the plan
+tells them, on a clone, leaving the user's model, optimizer and random state as they were."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.advice.plan import build_plan
+from tb_trainhealth.contract.trial_events import TrialsEvent, TrialVerdict
+from tb_trainhealth.diagnosis import diagnose_run
+from tb_trainhealth.findings import RAISE_RATE
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
+
+
+def _data(seed: int = 0, n: int = 1200):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=2.0, size=(4, 10))
+    y = rng.integers(0, 4, size=n)
+    x = centers[y] + rng.normal(size=(n, 10))
+    return x.astype("float32"), y.astype("int32")
+
+
+def _model(rate: float) -> keras.Model:
+    model = keras.Sequential(
+        [keras.Input((10,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4, activation="softmax")]
+    )
+    model.compile(keras.optimizers.Adam(rate), "sparse_categorical_crossentropy")
+    return model
+
+
+# Tests give trials all the time they need (on a loaded machine the usual budget may end after the first).
+TRIAL_SECONDS = 600.0
+
+
+def _fit(log_dir: str, rate: float, trials: bool | float, data=None) -> tuple[keras.Model, keras.callbacks.History]:
+    keras.utils.set_random_seed(0)
+    x, y = _data()
+    model = _model(rate)
+    history = model.fit(
+        data if data is not None else x,
+        None if data is not None else y,
+        epochs=4,
+        batch_size=32,
+        verbose=0,
+        callbacks=[HealthCallback(log_dir, verbose=False, trials=trials)],
+    )
+    return model, history
+
+
+def _read(log_dir: str):
+    reader = SignalReader(open_logdir(log_dir))
+    (group,) = reader.groups()
+    diagnosis = diagnose_run(reader, group)
+    return diagnosis.signals, diagnosis.findings
+
+
+@pytest.fixture(scope="module")
+def too_small_rate(tmp_path_factory):
+    """Adam at 1e-6: stuck at the constant prediction (the learning rate is 1000x too small)."""
+    root = tmp_path_factory.mktemp("trials")
+    with_trials, history = _fit(str(root / "on"), 1e-6, trials=TRIAL_SECONDS)
+    after = (np.random.random(), float(keras.random.uniform(())), [w.copy() for w in with_trials.get_weights()])
+    without, plain = _fit(str(root / "off"), 1e-6, trials=False)
+    after_plain = (np.random.random(), float(keras.random.uniform(())), without.get_weights())
+    return root, history, plain, after, after_plain
+
+
+def test_a_learning_rate_far_too_small_is_raised_first_because_the_trial_measured_it(too_small_rate):
+    root, *_ = too_small_rate
+    signals, findings = _read(str(root / "on"))
+    (trials,) = signals.events_of(TrialsEvent)
+    raised = [t for t in trials.trials if t.setting == "learning_rate" and t.direction == "raise"]
+    assert raised and raised[0].verdict is TrialVerdict.HELPED, trials  # (the default, 1e-3, is tried first)
+    assert raised[0].error < trials.unchanged_error - 0.3
+    plan = build_plan(signals, findings)
+    first = plan.actions[0]
+    assert RAISE_RATE in first.intents and first.tried and "learning_rate=0.001" in first.code
+    assert first.measured.startswith(f"Tried on {trials.samples} of your samples for {trials.steps} steps")
+    assert not any(
+        intent.setting == "learning_rate" and intent.direction.value == "lower"
+        for a in plan.actions
+        for intent in a.intents
+    )
+
+
+def test_trials_change_nothing_the_program_sees_after_the_fit(too_small_rate):
+    _, history, plain, after, after_plain = too_small_rate
+    assert history.history["loss"] == plain.history["loss"]
+    assert after[:2] == after_plain[:2]  # NumPy's and Keras' random numbers drawn next: the same
+    assert all(np.array_equal(a, b) for a, b in zip(after[2], after_plain[2]))  # the user's weights: untouched
+
+
+def test_trials_off_record_nothing(too_small_rate):
+    root, *_ = too_small_rate
+    signals, _ = _read(str(root / "off"))
+    assert signals.events_of(TrialsEvent) == []
+
+
+def test_a_healthy_fit_is_never_tried(tmp_path):
+    _fit(str(tmp_path / "ok"), 1e-3, trials=True)
+    signals, findings = _read(str(tmp_path / "ok"))
+    assert not [f for f in findings if f.severity.label != "info"]
+    assert signals.events_of(TrialsEvent) == []
+
+
+def test_data_that_cannot_be_read_twice_says_why_no_trial_ran(tmp_path):
+    x, y = _data()
+
+    def batches():
+        while True:
+            for i in range(0, len(x), 32):
+                yield x[i : i + 32], y[i : i + 32]
+
+    keras.utils.set_random_seed(0)
+    model = _model(1e-6)
+    model.fit(
+        batches(), steps_per_epoch=37, epochs=4, verbose=0, callbacks=[HealthCallback(str(tmp_path), verbose=False)]
+    )
+    signals, findings = _read(str(tmp_path))
+    (trials,) = signals.events_of(TrialsEvent)
+    assert trials.trials == () and "generator" in trials.skipped
+    assert build_plan(signals, findings).actions  # the rules' plan, untried
