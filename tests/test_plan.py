@@ -111,3 +111,22 @@ def test_the_report_gives_the_plan_once_and_findings_point_at_its_steps():
     assert form["plan"][0]["intents"] == [{"setting": "learning_rate", "direction": "lower"}]
     assert all("fixes" not in f for f in form["findings"])
     assert [f["plan_steps"] for f in form["findings"]] == [[1], [2]]
+
+
+def test_an_input_bound_fit_from_arrays_is_told_a_change_for_arrays_and_no_tf_data_setting():
+    """Issue 53 part 3: a fix must fit the input kind (three of three in-memory fits got tf.data fixes)."""
+    import numpy as np
+
+    from tb_trainhealth.contract import series as sig
+    from tb_trainhealth.rules.input_pipeline import check_input_bound
+    from tb_trainhealth.signals import Series
+
+    steps = np.arange(1, 401)
+    series = {sig.INPUT_WAIT_MS: Series(steps, np.full(400, 30.0)), sig.STEP_TIME_MS: Series(steps, np.full(400, 50.0))}
+    for kind, tf_data in (("arrays", False), ("tf.data", True)):
+        signals = RunSignals("r", series=dict(series), info=RunInfo(input=InputSource(kind), input_wait_measured=True))
+        (bound,) = check_input_bound(signals)
+        told = build_plan(signals, [bound]).actions
+        assert any("prefetch" in (a.code or "") for a in told)
+        assert any(intent == TUNE_TF_DATA for a in told for intent in a.intents) is tf_data, kind
+        assert any("from_tensor_slices((x_train, y_train))" in (a.code or "") for a in told) is not tf_data, kind

@@ -19,7 +19,7 @@ from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
-from tb_trainhealth.findings import TUNE_TF_DATA, Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import TUNE_TF_DATA, Direction, Evidence, Fact, Finding, Fix, Intent, Severity
 from tb_trainhealth.rules.fact_text import event_facts, fact
 from tb_trainhealth.signals import RunSignals, Series
 
@@ -225,7 +225,7 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
                     + _measured_wait(run),
                     check=event.check.value,
                 ),
-                fixes=(Fix(fix.text.format(**fields), fix.code.format(**fields)),),
+                fixes=(Fix(fix.text.format(**fields), fix.code.format(**fields), fix.intents),),
             )
         )
     return findings
@@ -270,9 +270,20 @@ def _input_fixes(run: RunSignals) -> tuple[Fix, ...]:
                 "dataset = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=tf.data.AUTOTUNE)",
             )
         )
-    for general in (PREFETCH_FIX, PARALLEL_FIX, CACHE_FIX):
-        if general not in fixes:
-            fixes.append(general)
+    elif source.type == "arrays":  # fit's own pipeline over in-memory arrays: only a tf.data one of yours can prefetch
+        fixes.append(
+            Fix(
+                "The data is in-memory arrays, which fit slices on one thread: feed them as a tf.data pipeline that "
+                "prefetches the next batch while this one trains.",
+                "ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train))"
+                ".batch(32).prefetch(tf.data.AUTOTUNE)\nmodel.fit(ds, epochs=...)",
+                (Intent("input_pipeline", Direction.CHANGE),),
+            )
+        )
+    if source.type in ("tf.data", "?"):
+        for general in (PREFETCH_FIX, PARALLEL_FIX, CACHE_FIX):
+            if general not in fixes:
+                fixes.append(general)
     fixes.append(
         Fix(
             "Check it with the profiler's Input Pipeline Analyzer for the slowest stage.",

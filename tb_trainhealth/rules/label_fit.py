@@ -236,7 +236,7 @@ def label_lint_findings(run: RunSignals) -> list[Finding]:
                 title=_format(title, event),
                 detail=_format(detail, event),
                 evidence=Evidence((), facts=event_facts(event, LINT_NOT_FACTS), check=event.check.value),
-                fixes=tuple(Fix(_format(f.text, event), _format(f.code, event)) for f in fixes),
+                fixes=tuple(Fix(_format(f.text, event), _format(f.code, event), f.intents) for f in fixes),
             )
         )
     return findings
