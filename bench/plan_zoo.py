@@ -49,7 +49,7 @@ RIGHT_FIRST: dict[str, tuple[str, ...]] = {
     "dm_softmax_output_regression": (OUT,),
     "dm_softmax_poisson_multitarget_regression": (OUT, LOSS),
     "dm_cars_sigmoid_output_unscaled_target": ("target_scale:add", OUT),
-    "dm_bce_targets_in_minus1_1": ("target_scale:add", "labels:change", OUT, LOSS),
+    "dm_bce_targets_in_minus1_1": ("target_scale:add", "labels:change"),
     "dm_unscaled_inputs_targets_small_lr": ("input_scale:add", "target_scale:add"),
     "dm_linear_layers_polynomial": ("hidden_activation:add", HIDDEN),
     "dm_iris_one_epoch": ("epochs:raise",),

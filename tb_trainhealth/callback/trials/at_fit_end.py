@@ -17,6 +17,7 @@ import numpy as np
 
 from tb_trainhealth.callback.fit_context import optimizer_settings
 from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras
+from tb_trainhealth.callback.preflight.clone import CloneError
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.trials.runner import run_trials
 from tb_trainhealth.callback.trials.sample import take_sample
@@ -130,6 +131,9 @@ def try_changes(
                 file=sys.stderr,
             )
         steps_run = max(0, step - setup.base_step)
-        event = run_trials(model, setup.weights, sample, codes, steps_run, setup.rate, setup.clips, budget, step)
+        try:
+            event = run_trials(model, setup.weights, sample, codes, steps_run, setup.rate, setup.clips, budget, step)
+        except CloneError as err:  # (a subclassed model without get_config): said, not an internal error
+            event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=str(err), budget_seconds=budget)
     recording.event(event)
     return event
