@@ -33,7 +33,8 @@ def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenar
         assert [f["code"] for f in run["findings"]] == [f.code for f in scenario_findings[run["run"]]]
         assert run["status"] in ("ok", "warning", "critical")
         for finding in run["findings"]:
-            assert set(finding) >= {"code", "severity", "step", "title", "detail", "evidence", "fixes"}
+            assert set(finding) >= {"code", "severity", "step", "title", "detail", "evidence", "plan_steps"}
+        assert bool(run["plan"]) == (run["status"] != "ok")  # what to do: once per run, for a run that failed
     statuses = [r["status"] for r in runs]
     assert statuses == sorted(statuses, key=["critical", "warning", "ok"].index)  # worst first
     assert {r["run"]: r["status"] for r in runs}["healthy_mlp"] == "ok"

@@ -140,8 +140,8 @@ def test_crash_is_recorded_categorised_and_the_original_error_propagates(tmp_pat
     run = cli_json(str(tmp_path))["run"]  # read after the process died
     (finding,) = [f for f in run["findings"] if f["code"] == "training_crash"]
     assert finding["severity"] == "critical" and finding["title"].endswith(category.split(" (")[0])
-    assert evidence in finding["detail"] + " ".join(f["text"] for f in finding["fixes"])
-    assert finding["fixes"] and finding["step"] >= 1
+    assert evidence in finding["detail"] + " ".join(a["text"] for a in run["plan"])
+    assert run["plan"] and finding["plan_steps"] and finding["step"] >= 1
 
 
 class KeepsEveryBatch(keras.callbacks.Callback):

@@ -130,3 +130,31 @@ def test_an_input_bound_fit_from_arrays_is_told_a_change_for_arrays_and_no_tf_da
         assert any("prefetch" in (a.code or "") for a in told)
         assert any(intent == TUNE_TF_DATA for a in told for intent in a.intents) is tf_data, kind
         assert any("from_tensor_slices((x_train, y_train))" in (a.code or "") for a in told) is not tf_data, kind
+
+
+def test_every_demo_run_gets_one_plan_without_contradictions_repeats_or_changes_that_do_not_apply(scenario_logdir):
+    """Issue 52: "A test that reads every demo run's plan: no opposite directions, no repeats, no action
+    for a fact that does not apply". The plans as the CLI tells them, trials included."""
+    from tb_trainhealth.diagnosis import diagnose_run
+    from tb_trainhealth.read.logdir import open_logdir
+    from tb_trainhealth.read.reader import SignalReader
+
+    reader = SignalReader(open_logdir(scenario_logdir))
+    told = 0
+    for group in reader.groups():
+        diagnosis = diagnose_run(reader, group)
+        plan = RunReport.of(diagnosis, []).plan
+        actions, said = plan.actions, intents(plan)
+        assert len(actions) <= MAX_ACTIONS, group.name
+        assert not any(a.opposes(b) for a in said for b in said), (group.name, said)
+        assert len(said) == len(set(said)), (group.name, said)  # no change told twice
+        assert len({a.text for a in actions}) == len(actions) and len({a.code for a in actions if a.code}) == len(
+            [a for a in actions if a.code]
+        ), group.name
+        kind = diagnosis.signals.info.input.type if diagnosis.signals.info.input else "?"
+        if kind not in ("tf.data", "?"):
+            assert TUNE_TF_DATA not in said, group.name
+        loud = [f for f in diagnosis.findings if f.severity >= Severity.WARNING]
+        assert bool(actions) == bool(loud), group.name  # a failing run is told what to do, a healthy one nothing
+        told += bool(actions)
+    assert told >= 10  # (most demo runs are broken on purpose)

@@ -79,9 +79,9 @@ def written_run() -> dict:
 
 
 def finding_keys(finding: dict) -> set[str]:
-    """A finding's keys with those of its evidence, facts and fixes."""
+    """A finding's keys with those of its evidence and facts."""
     evidence = finding["evidence"]
-    return {*finding, *evidence, *evidence["facts"][0], *finding["fixes"][0]}
+    return {*finding, *evidence, *evidence["facts"][0]}
 
 
 def test_the_codes_table_has_one_row_for_every_code_the_package_gives():
