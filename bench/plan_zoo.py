@@ -156,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
             trial_total += spent
             cost = f" trials {spent:.1f}s of fit {seconds - spent:.1f}s"
         first = plan.actions[0] if plan.actions else None
-        said = f"{first.text[:70]!r} {'tried: ' + first.trial.verdict.value if first and first.trial else 'untried'}"
-        print(f"{case.name:45} {verdict:9} {said if first else '-'}{cost}")
+        said = "-"
+        if first is not None:
+            said = f"{first.text[:70]!r} {'tried: ' + first.trial.verdict.value if first.trial else 'untried'}"
+        print(f"{case.name:45} {verdict:9} {said}{cost}")
         sys.stdout.flush()
     judged = sum(tally.values())
     print()

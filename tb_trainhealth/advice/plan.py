@@ -4,8 +4,8 @@ The rules each know a usual fix for what they found (`Finding.fixes`); those are
 shown as lists of their own. The plan takes them in the engine's order (causes before their
 symptoms, worst first), merges repeats (one action may answer several findings), and orders them by
 what the callback's trials measured on the run's own data (`TrialsEvent`): a change that helped
-comes first, best first; one that made things worse, or changed nothing measurable, is never
-advised, and neither is anything that points against a change that helped (a trial that raised the learning rate and won rules out
+comes first, best first; one that changed nothing measurable comes last; one that made things
+worse is never advised, and neither is anything that points against a change that helped (a trial that raised the learning rate and won rules out
 "lower it"). A trial that helped where no rule proposed its change becomes an action of its own.
 Actions that do not apply to the run (a tf.data setting for a fit fed from arrays) are left out.
 """
@@ -84,8 +84,8 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     ranked: list[Action] = []
     for action in candidates:
         trial = _matching(action, results)
-        if trial is not None and trial.verdict is not TrialVerdict.HELPED:
-            for code in action.answers:  # tried: worse, or no clear change: not advised
+        if trial is not None and trial.verdict is TrialVerdict.WORSE:
+            for code in action.answers:  # tried and made things worse: never advised
                 overruled.setdefault(code, _against(trial, trials))
             continue
         ranked.append(_with_trial(action, trial, trials) if trial is not None else action)
@@ -96,19 +96,22 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
             born = Action(_trial_text(trial), trial.code, (_intent(trial),), answered or ("trial",))
             ranked.append(_with_trial(born, trial, trials))
     helped = sorted(
-        (a for a in ranked if a.trial is not None),
+        (a for a in ranked if a.trial is not None and a.trial.verdict is TrialVerdict.HELPED),
         key=lambda a: a.trial.error if a.trial and a.trial.error is not None else 1e9,
     )
     untried = [a for a in ranked if a.trial is None]
-    against = [_intent(t) for t in results if t.verdict is not TrialVerdict.HELPED]
+    # Tried without a clear change in the trial's few steps: still told (a fix a check found stays one),
+    # after what helped and what could not be tried.
+    level = [a for a in ranked if a.trial is not None and a.trial.verdict is not TrialVerdict.HELPED]
+    against = [_intent(t) for t in results if t.verdict is TrialVerdict.WORSE]
     won = [_intent(t) for t in results if t.verdict is TrialVerdict.HELPED]
     kept: list[Action] = []
-    for action in [*helped, *untried]:
+    for action in [*helped, *untried, *level]:
         taken = [intent for other in kept for intent in other.intents]
         if any(mine.opposes(other) for mine in action.intents for other in [*taken, *won]):
             continue  # never two ways on one setting; never against a change that helped
         if any(mine in against and mine not in won for mine in action.intents):
-            continue  # (a change tried without gain in every form it was tried)
+            continue  # (a change that made things worse in every form it was tried)
         kept.append(action)
     return Plan(tuple(kept[:MAX_ACTIONS]), trials, overruled)
 
@@ -204,8 +207,7 @@ def measured_text(trial: TrialResult, trials: TrialsEvent | None) -> str:
 
 
 def _against(trial: TrialResult, trials: TrialsEvent | None) -> str:
-    how = "made things worse" if trial.verdict is TrialVerdict.WORSE else "changed nothing measurable"
-    return f"Its usual fix was tried and {how}, so it is not advised. {measured_text(trial, trials)}"
+    return f"Its usual fix was tried and made things worse, so it is not advised. {measured_text(trial, trials)}"
 
 
 def plan_lines(plan: Plan, indent: str = "  ") -> list[str]:
