@@ -23,7 +23,18 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.findings import CHANGE_LOSS, CHANGE_OUTPUT, LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
+from tb_trainhealth.findings import (
+    CHANGE_LOSS,
+    CHANGE_OUTPUT,
+    LOWER_RATE,
+    MORE_EPOCHS,
+    RAISE_RATE,
+    Evidence,
+    Fact,
+    Finding,
+    Fix,
+    Severity,
+)
 from tb_trainhealth.series_math import finite_part
 from tb_trainhealth.signals import RunSignals, Series
 from tb_trainhealth.yardstick import Yardstick, gain_over_constant, judged_run
@@ -124,6 +135,19 @@ CAUSE_FIXES = (
 )
 
 
+RAISE_RATE_FIX = Fix(
+    "Raise the learning rate: the loss is still falling, too slowly to get below the constant's in this run.",
+    "optimizer = keras.optimizers.Adam(learning_rate=1e-3)",
+    (RAISE_RATE,),
+)
+MORE_STEPS_FIX = Fix(
+    "Train for more steps: the loss is still falling.",
+    "model.fit(..., epochs=10 * epochs, callbacks=[keras.callbacks.EarlyStopping(monitor='val_loss', patience=5, "
+    "restore_best_weights=True)])",
+    (MORE_EPOCHS,),
+)
+
+
 def _above(
     run: RunSignals, stick: Yardstick, name: str, series: Series, best: float, last: float, severity: Severity
 ) -> Finding:
@@ -147,8 +171,21 @@ def _above(
             "do this."
         ),
         evidence=Evidence((name,), int(series.steps[0]), int(series.steps[-1]), facts=_facts(stick, name, best, last)),
-        fixes=CAUSE_FIXES,
+        fixes=_above_fixes(run, series, stick),
     )
+
+
+def _above_fixes(run: RunSignals, series: Series, stick: Yardstick) -> tuple[Fix, ...]:
+    """The learning rate's direction only where the curve shows it: lower after a blow-up (the loss
+    stood FAR_ABOVE the yardstick after a lower start); a loss still falling, slowly, wants more
+    (a rate 1000x too small, 20 steps); else neither (the run's trials decide)."""
+    values = series.values
+    start, peak = float(values[0]), float(np.max(values))
+    if peak >= FAR_ABOVE * stick.value and peak > 2 * start:
+        return CAUSE_FIXES
+    if _falling(series):
+        return (CAUSE_FIXES[0], RAISE_RATE_FIX, MORE_STEPS_FIX)
+    return (CAUSE_FIXES[0], CAUSE_FIXES[2])
 
 
 def _collapsed(run: RunSignals, stick: Yardstick, name: str, series: Series) -> list[Finding]:
