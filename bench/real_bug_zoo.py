@@ -40,9 +40,9 @@ LOAD_DEPENDENT = frozenset({"input_bound"})
 
 
 def all_cases() -> list[Case]:
-    from bench.real_bugs import deepmufl_cases, other_cases
+    from bench.real_bugs import deepmufl_cases, other_cases, subtle_cases
 
-    return [*deepmufl_cases.CASES, *other_cases.CASES]
+    return [*deepmufl_cases.CASES, *other_cases.CASES, *subtle_cases.CASES]
 
 
 def diagnose(root: str) -> tuple[list[Finding], float | None]:

@@ -298,3 +298,32 @@ def test_a_tf_keras_fit_records_the_same_settings(tmp_path):
     here = data_settings.array_statistics([x], [y])
     assert settings["train_inputs"] == pytest.approx(here["train_inputs"], rel=SAME)
     assert settings["train_labels"] == pytest.approx(here["train_labels"], rel=SAME)
+
+
+def test_every_constructor_argument_of_a_layer_is_recorded(tmp_path):
+    """Issue 54: arguments outside the usual few (a Reshape's target, a pooling layer's data_format,
+    an LSTM's go_backwards, an Embedding's mask_zero, a Permute's dims) are recorded, so compare can
+    name them; names, dtypes and seeds are not."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((12,)),
+            keras.layers.Embedding(10, 4, mask_zero=True, name="embed"),
+            keras.layers.LSTM(4, go_backwards=True, return_sequences=True, name="lstm"),
+            keras.layers.Reshape((12, 2, 2), name="reshape"),
+            keras.layers.Permute((2, 1, 3), name="permute"),
+            keras.layers.MaxPooling2D(2, data_format="channels_first", name="pool"),
+            keras.layers.Flatten(name="flat"),
+            keras.layers.Dropout(0.1, seed=3, name="drop"),
+            keras.layers.Dense(2, activation="softmax", name="out"),
+        ]
+    )
+    model.compile("adam", "sparse_categorical_crossentropy")
+    x = np.random.default_rng(0).integers(0, 10, (32, 12))
+    settings = fit_and_read(tmp_path, "args", x, x[:, 0] % 2, model=model).settings
+    assert settings["embed.mask_zero"] is True
+    assert settings["lstm.go_backwards"] is True
+    assert settings["reshape.target_shape"] == [12, 2, 2]
+    assert settings["permute.dims"] == [2, 1, 3]
+    assert settings["pool.data_format"] == "channels_first"
+    assert not any(key.endswith((".name", ".dtype", ".seed")) for key in settings)

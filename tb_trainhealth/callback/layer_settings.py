@@ -1,5 +1,7 @@
 """The layer section of the run settings: per layer, the config keys that change what or how it
-learns (LAYER_KEYS), in model order with nested models' layers.
+learns (LAYER_KEYS), and every other constructor argument its `get_config()` gives as a scalar or a
+list of numbers (`data_format`, `go_backwards`, `mask_zero`, a `Reshape`'s `target_shape`), in model
+order with nested models' layers.
 
 Initializers and regularizers are recorded short ("GlorotUniform(seed=1)", `short_object`),
 activations by name; a key that cannot be read (a custom layer whose get_config raises) is left
@@ -13,37 +15,10 @@ import inspect
 from typing import Any
 
 from tb_trainhealth.callback.setting_values import NOT_A_SETTING, section, setting
+from tb_trainhealth.contract.run_settings import LAYER_CONFIG_SKIPPED, LAYER_KEYS
 
-# Per layer: the config keys that change what or how a layer learns (Keras' own names).
-LAYER_KEYS = (
-    "units",
-    "filters",
-    "kernel_size",
-    "strides",
-    "padding",
-    "dilation_rate",
-    "pool_size",
-    "activation",
-    "recurrent_activation",
-    "use_bias",
-    "kernel_initializer",
-    "bias_initializer",
-    "recurrent_initializer",
-    "kernel_regularizer",
-    "bias_regularizer",
-    "recurrent_regularizer",
-    "activity_regularizer",
-    "rate",
-    "dropout",
-    "recurrent_dropout",
-    "momentum",
-    "epsilon",
-    "return_sequences",
-    "input_dim",
-    "output_dim",
-    "num_heads",
-    "key_dim",
-)
+# Per layer: the config keys that change what or how a layer learns (Keras' own names), read through
+# the layer's objects where it has them; then every other constructor argument its config holds.
 ACTIVATION_KEYS = frozenset({"activation", "recurrent_activation"})
 # Layers that only feed the model: no settings of their own.
 SKIPPED_LAYERS = frozenset({"InputLayer"})
@@ -80,6 +55,12 @@ def layer_settings(layer: Any, path: str) -> dict[str, Any]:
             value = section(f"{path}.{key}", lambda key=key: {"value": _layer_value(layer, key, config)})
             if value.get("value", NOT_A_SETTING) is not NOT_A_SETTING:
                 out[f"{path}.{key}"] = value["value"]
+    for key, raw in (config or {}).items():
+        if key in LAYER_CONFIG_SKIPPED or key in LAYER_KEYS or not isinstance(key, str):
+            continue
+        value = setting(list(raw) if isinstance(raw, tuple) else raw)
+        if value is not NOT_A_SETTING:
+            out[f"{path}.{key}"] = value
     return out
 
 

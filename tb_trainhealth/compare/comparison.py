@@ -13,7 +13,18 @@ from typing import Any
 
 from tb_trainhealth.compare import culprit, fix_text
 from tb_trainhealth.compare.curves import MetricPair, accuracy_differs, parting_step, shared_metrics
-from tb_trainhealth.compare.noise import CURVE_NOISE, DRAWS, SEEDS, Judgement, Noise, Verdict, judge, judge_gains
+from tb_trainhealth.compare.noise import (
+    CURVE_NOISE,
+    DRAWS,
+    SEEDS,
+    Judgement,
+    Noise,
+    Verdict,
+    deciding_metric,
+    judge,
+    judge_gains,
+)
+from tb_trainhealth.compare.pair_noise import pair_noise
 from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.compare.signal_changes import SignalChange, signal_changes
@@ -218,6 +229,9 @@ def _judged(
         finding = next(f for f in run_findings if f.code in broke)
         return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
     losses_comparable, noise = yardstick(run, baseline, changes)
+    deciding = deciding_metric(metrics, losses_comparable)
+    if deciding is not None:  # the band of this pair, from what the two runs show
+        noise = pair_noise(run, baseline, deciding, resampled(changes, baseline.settings.settings))
     judgement = judge(metrics, loss_start(baseline), losses_comparable, noise)
     if judgement.verdict is not Verdict.UNKNOWN:
         return judgement

@@ -75,6 +75,15 @@ PRIOR = {
     ARCHITECTURE: 6.0,
     "trainable": 6.0,
     "dtype_policy": 2.0,
+    # Constructor arguments that change what a layer computes (recorded since issue 54): the fault
+    # taxonomies' "wrong tensor shape" / "wrong input format" / "data flow" faults.
+    "data_format": 6.0,
+    "go_backwards": 6.0,
+    "mask_zero": 6.0,
+    "target_shape": 6.0,
+    "dims": 6.0,
+    "axis": 4.0,
+    "return_state": 3.0,
 }
 DEFAULT_PRIOR = 2.0
 # Settings of bookkeeping: never the culprit while anything else changed.
@@ -103,6 +112,9 @@ KIND_OF = {
     "filters": Kind.OPTIMISATION,
     ARCHITECTURE: Kind.OPTIMISATION,
     "trainable": Kind.OPTIMISATION,
+    **{
+        name: Kind.OPTIMISATION for name in ("data_format", "go_backwards", "mask_zero", "target_shape", "dims", "axis")
+    },
     "rate": Kind.REGULARISATION,
     "dropout": Kind.REGULARISATION,
     "recurrent_dropout": Kind.REGULARISATION,

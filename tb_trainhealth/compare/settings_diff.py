@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from tb_trainhealth.contract.run_info import RunInfo
-from tb_trainhealth.contract.run_settings import RunSettings, Value
+from tb_trainhealth.contract.run_settings import LAYER_KEYS, RunSettings, Value
 
 # Two floats closer than this (relative) are the same setting: a value written as 1e-3 in one
 # script and 0.001 in another, or a fingerprint summed in another order.
@@ -54,10 +54,19 @@ def changed_settings(
         ours[ARCHITECTURE], theirs[ARCHITECTURE] = _architecture(run.layers), _architecture(baseline.layers)
     changes = []
     for setting in sorted(set(ours) | set(theirs)):
+        if (setting in ours) != (setting in theirs) and _argument_of_one_recording(setting, alone, run.layers):
+            continue
         if not _same(setting, theirs.get(setting), ours.get(setting)):
             layer = setting.rpartition(".")[0]
             changes.append(Change(setting, theirs.get(setting), ours.get(setting), layer_alone=layer in alone))
     return changes
+
+
+def _argument_of_one_recording(setting: str, alone: set[str], layers: tuple[tuple[str, str], ...]) -> bool:
+    """A layer's constructor argument that one run recorded and the other did not, on a layer both
+    have: one run was recorded before every argument was (issue 54), not a change."""
+    layer, _, key = setting.rpartition(".")
+    return key not in LAYER_KEYS and layer not in alone and any(name == layer for name, _ in layers)
 
 
 def _flat(settings: RunSettings, info: RunInfo) -> dict[str, Value]:

@@ -20,7 +20,9 @@ can say "dense_1.activation: relu -> linear" without knowing every setting in ad
   `.strides`, `.padding`, `.dilation_rate`, `.pool_size`, `.recurrent_activation`,
   `.recurrent_initializer`, `.recurrent_regularizer`, `.momentum`, `.epsilon`,
   `.return_sequences`, `.input_dim`, `.output_dim`, `.num_heads`, `.key_dim`, `.trainable`
-  (only when False);
+  (only when False); and every other constructor argument the layer's `get_config()` gives as a
+  scalar or a list of numbers (`.data_format`, `.go_backwards`, `.mask_zero`, `.target_shape`,
+  `.dims`, `.axis`, ...: `LAYER_EXTRA`, recorded since issue 54; not its name, dtype or seed);
   initializers and regularizers as short strings ("GlorotUniform", "L2(l2=0.01)");
 - other callbacks, by class name: `EarlyStopping.patience`, `EarlyStopping.monitor`,
   `EarlyStopping.min_delta`, `EarlyStopping.restore_best_weights`,
@@ -65,6 +67,43 @@ DATA = (
     "distinct_input_share",
     "duplicate_label_conflict",
     "duplicate_label_ceiling",
+)
+
+# Layer config keys never recorded as settings: names, dtypes, input shapes, seeds (a seed passed
+# to a Dropout is another draw, not another model), and `trainable` (recorded only when False).
+LAYER_CONFIG_SKIPPED = frozenset(
+    {"name", "trainable", "dtype", "dtype_policy", "batch_shape", "batch_input_shape", "input_shape", "seed"}
+)
+# Layer settings recorded before issue 54: a run recorded since records every other constructor
+# argument too, so one of those absent on one side only means an older recording, not a change.
+LAYER_KEYS = (
+    "units",
+    "filters",
+    "kernel_size",
+    "strides",
+    "padding",
+    "dilation_rate",
+    "pool_size",
+    "activation",
+    "recurrent_activation",
+    "use_bias",
+    "kernel_initializer",
+    "bias_initializer",
+    "recurrent_initializer",
+    "kernel_regularizer",
+    "bias_regularizer",
+    "recurrent_regularizer",
+    "activity_regularizer",
+    "rate",
+    "dropout",
+    "recurrent_dropout",
+    "momentum",
+    "epsilon",
+    "return_sequences",
+    "input_dim",
+    "output_dim",
+    "num_heads",
+    "key_dim",
 )
 
 Value = Any  # str | int | float | bool | None | list[float]
