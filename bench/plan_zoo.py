@@ -82,6 +82,10 @@ RIGHT_FIRST: dict[str, tuple[str, ...]] = {
     "taxonomy_unshuffled_class_folders": ("shuffle:add",),
     "taxonomy_labels_shuffled_apart": ("shuffle:add", "labels:change"),
     "taxonomy_labels_1_2_unscaled_scores": ("labels:change",),
+    "subtle_normalization_bypassed": ("input_scale:add",),
+    "subtle_lstm_go_backwards": ("layer_argument:change",),
+    "subtle_reshape_transposed": ("layer_argument:change",),
+    "subtle_mask_zero_off": ("layer_argument:change",),
 }
 
 
