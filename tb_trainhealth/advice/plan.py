@@ -174,12 +174,16 @@ def _matching(action: Action, results: list[TrialResult]) -> TrialResult | None:
 
 
 def _with_trial(action: Action, trial: TrialResult, trials: TrialsEvent | None) -> Action:
-    code = trial.code if trial.verdict is TrialVerdict.HELPED and trial.code else action.code
-    return dataclasses.replace(action, code=code, trial=trial, measured=measured_text(trial, trials))
+    """The action as tried: where the trial helped, its code is what was measured, and where the
+    action said more than the trial changed (lower the rate *and* clip), its words are the trial's."""
+    if trial.verdict is not TrialVerdict.HELPED or not trial.code:
+        return dataclasses.replace(action, trial=trial, measured=measured_text(trial, trials))
+    text = action.text if set(action.intents) == {_intent(trial)} else _trial_text(trial)
+    return dataclasses.replace(action, text=text, code=trial.code, trial=trial, measured=measured_text(trial, trials))
 
 
 def _trial_text(trial: TrialResult) -> str:
-    return f"Change {trial.label}: a trial on your own data did clearly better with it."
+    return f"Train with {trial.label}: a trial on your own data did clearly better with it."
 
 
 def measured_text(trial: TrialResult, trials: TrialsEvent | None) -> str:

@@ -102,24 +102,14 @@ def candidates(
     model: Any, sample: Sample, task: Task, codes: set[str], rate: float | None, clips: bool
 ) -> list[Candidate]:
     """What to try on this run, likeliest first (the budget may end before the last): an output layer
-    that does not fit the targets, unscaled data, then the learning rate both ways."""
+    that does not fit the targets, unscaled data, initial weights where units died or saturated, a
+    linear stack, then the learning rate both ways, clipping, more steps."""
     optimizer = type(getattr(model.optimizer, "inner_optimizer", model.optimizer)).__name__
     out: list[Candidate] = []
     head = _head(model, task, loss_info(model.loss))
     if head is not None:  # an output that cannot reach the targets: the likeliest cause, tried first
         out.append(head)
     out += _data(sample, task, _activation(model.layers[-1]))
-    if rate is not None and rate > 0:
-        out += _rates(optimizer, rate)
-    if codes & _BLOWN_UP and not clips:
-        out.append(
-            Candidate(
-                ADD_CLIPPING,
-                f"gradient clipping (clipnorm={CLIP_NORM})",
-                f"optimizer = keras.optimizers.{optimizer}(learning_rate=..., clipnorm={CLIP_NORM})",
-                clipnorm=CLIP_NORM,
-            )
-        )
     if codes & _STARTS_BADLY:
         out.append(
             Candidate(
@@ -139,6 +129,17 @@ def candidates(
                 layer_config=_relu_hidden,
             )
         )
+    if rate is not None and rate > 0:
+        out += _rates(optimizer, rate)
+    if codes & _BLOWN_UP and not clips:
+        out.append(
+            Candidate(
+                ADD_CLIPPING,
+                f"gradient clipping (clipnorm={CLIP_NORM})",
+                f"optimizer = keras.optimizers.{optimizer}(learning_rate=..., clipnorm={CLIP_NORM})",
+                clipnorm=CLIP_NORM,
+            )
+        )
     if codes & _SLOW:
         out.append(
             Candidate(
@@ -153,15 +154,15 @@ def candidates(
 
 def _rates(optimizer: str, rate: float) -> list[Candidate]:
     def at(new: float, intent: Intent, why: str = "") -> Candidate:
-        code = f"optimizer = keras.optimizers.{optimizer}(learning_rate={new:.2g})  # was {rate:.2g}{why}"
-        return Candidate(intent, f"learning rate {rate:.2g} -> {new:.2g}{why}", code, rate=new)
+        code = f"optimizer = keras.optimizers.{optimizer}(learning_rate={new:.2g})  # was {rate:.2g}{f': {why}' if why else ''}"
+        return Candidate(intent, f"learning rate {rate:.2g} -> {new:.2g}{f' ({why})' if why else ''}", code, rate=new)
 
     out = []
     default = DEFAULT_RATES.get(optimizer)
     if default is not None and default / rate >= FAR_FROM_DEFAULT:  # far off: the default first
-        out.append(at(default, RAISE_RATE, f": {optimizer}'s default"))
+        out.append(at(default, RAISE_RATE, f"{optimizer}'s default"))
     elif default is not None and rate / default >= FAR_FROM_DEFAULT:
-        out.append(at(default, LOWER_RATE, f": {optimizer}'s default"))
+        out.append(at(default, LOWER_RATE, f"{optimizer}'s default"))
     return [*out, at(rate * 10, RAISE_RATE), at(rate / 10, LOWER_RATE)]
 
 
