@@ -105,6 +105,7 @@ def page(browser_logdir):
             page.console_errors = []
             page.on("console", lambda msg: msg.type == "error" and page.console_errors.append(msg.text))
             page.goto(url + "/#trainhealth")
+            page.tb_url = url
             yield page
             browser.close()
 
@@ -126,7 +127,7 @@ def test_runs_are_listed_worst_first(page):
     assert statuses[0] == "critical" and items.nth(0).get_attribute("data-run") == "nan_input"
 
 
-def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
+def test_finding_card_with_chart_onset_marker_and_a_copyable_plan_step(page):
     frame = health_frame(page)
     frame.locator("[data-testid=run-item][data-run=nan_input]").click()
     card = frame.locator("[data-testid=finding-card][data-code=nonfinite]")
@@ -135,15 +136,57 @@ def test_finding_card_with_chart_onset_marker_and_copyable_fix(page):
     chart = card.locator("[data-testid=evidence-chart]")
     chart.locator("canvas").first.wait_for()
     assert chart.get_attribute("data-onset-step") == "38"
-    card.locator("[data-testid=copy-button]").first.click()
+    step = frame.locator("[data-testid=plan-step]").filter(has=frame.locator("pre", has_text="np.isfinite")).first
+    step.locator("[data-testid=copy-button]").click()
     copied = ""
     for _ in range(40):  # the clipboard write is asynchronous: poll for it (up to 2 s)
         copied = page.evaluate("navigator.clipboard.readText()")
         if copied:
             break
         page.wait_for_timeout(50)
-    assert copied == card.locator("pre").first.inner_text() and "np.isfinite" in copied
+    assert copied == step.locator("pre").inner_text() and "np.isfinite" in copied
     frame.locator("[data-testid=lead-chart] canvas").first.wait_for()
+
+
+@pytest.mark.parametrize("run", ["nan_input", "overfitting"])
+def test_the_plan_comes_first_and_finding_cards_point_to_its_steps(page, run):
+    """Issue 52: one plan per run, "What to do" above everything else on its page, the route's steps
+    in order, each with its trial marker; the cards carry no fixes of their own, only "→ plan step N"."""
+    answer = get_json(page.tb_url + "/data/plugin/trainhealth/findings?run=" + run)
+    assert answer["plan"] and all("fixes" not in f for f in answer["findings"])
+    view = show_run(health_frame(page), run)
+    plan = view.locator("[data-testid=plan]")
+    assert view.locator(".th-card").first.get_attribute("data-testid") == "plan"  # before compare, charts, cards
+    assert "What to do" in plan.locator(".th-card-head").inner_text()
+    steps = plan.locator("[data-testid=plan-step]")
+    assert [steps.nth(i).locator("[data-testid=plan-text]").inner_text() for i in range(steps.count())] == [
+        step["text"] for step in answer["plan"]
+    ]
+    for i, step in enumerate(answer["plan"]):
+        shown = steps.nth(i)
+        assert shown.get_attribute("data-step") == str(i + 1)
+        marker = shown.locator("[data-testid=trial-marker]").inner_text()
+        assert marker.startswith("tried on your data: ") if step["tried"] else marker == "not tried"
+        measured = shown.locator("[data-testid=plan-measured]")
+        assert (measured.inner_text() if measured.count() else None) == step["measured"]
+        if step["code"]:
+            assert shown.locator("pre").inner_text().strip() == step["code"].strip()
+            assert shown.locator("[data-testid=copy-button]").count() == 1
+    cards = view.locator("[data-testid=finding-card]")
+    assert cards.count() == len(answer["findings"])
+    assert view.locator("[data-testid=finding-card] .th-fixes, [data-testid=finding-card] pre").count() == 0
+    for i, finding in enumerate(answer["findings"]):
+        card = cards.nth(i)
+        assert card.get_attribute("data-code") == finding["code"]
+        ref = card.locator("[data-testid=plan-ref]")
+        if finding["plan_steps"]:
+            word = "step " if len(finding["plan_steps"]) == 1 else "steps "
+            assert ref.inner_text() == "\u2192 plan " + word + ", ".join(map(str, finding["plan_steps"]))
+        else:
+            assert ref.count() == 0
+        note = card.locator("[data-testid=trial-note]")
+        assert (note.inner_text() if note.count() else None) == finding["trial_note"]
+    assert any(f["plan_steps"] for f in answer["findings"])
 
 
 def test_a_run_with_only_epoch_data_says_epoch_everywhere(page):
@@ -155,7 +198,8 @@ def test_a_run_with_only_epoch_data_says_epoch_everywhere(page):
     card.wait_for()
     assert "last epoch 5" in frame.locator(".th-run-header").inner_text()
     text = card.inner_text()
-    assert "since epoch 3" in text and "step" not in text.split("Fix")[0].lower().replace("steps", "")
+    said = text.split("Evidence")[0].lower().replace("plan step", "").replace("steps", "")  # "-> plan step 1"
+    assert "since epoch 3" in text and "step" not in said
     chart = card.locator("[data-testid=evidence-chart]")
     chart.locator("canvas").first.wait_for()
     assert chart.get_attribute("data-onset-step") == "3"

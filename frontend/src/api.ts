@@ -26,9 +26,31 @@ export interface RunSummary {
   errors: string[];
 }
 
+/** A finding's own fix: only the compare route's findings carry them (the worse_than_baseline
+ * card's "set it back"); a run's page tells one plan instead (PlanStep). */
 export interface Fix {
   text: string;
   code: string | null;
+}
+
+/** What a trial of a plan step measured on the run's own data (advice/plan.py). */
+export interface Trial {
+  /** "helped", "same", "worse" or "failed" (a newer server's word is kept as given). */
+  verdict: string;
+  label: string;
+  error: number | null;
+}
+
+/** One step of the run's plan: what to do, the code to paste, which findings it answers, and
+ * what a trial measured of it (`tried` false: not tried on the run's data). */
+export interface PlanStep {
+  text: string;
+  code: string | null;
+  answers: string[];
+  tried: boolean;
+  trial: Trial | null;
+  /** The trial in one sentence, or null. */
+  measured: string | null;
 }
 
 /** A measured value behind a finding that has no series to plot (an OOM, a crash, a lint check). */
@@ -70,12 +92,17 @@ export interface Finding {
   title: string;
   detail: string;
   evidence: Evidence;
-  fixes: Fix[];
+  /** The plan's steps (from 1) that answer it. */
+  plan_steps: number[];
+  /** What a trial said against its usual fix, or null. */
+  trial_note: string | null;
 }
 
 /** A run's page (the findings route: the run's report in full, and what can be drawn of it). */
 export interface RunFindings extends RunSummary {
   axis: Axis;
+  /** What to do about the run, at most three steps, the root cause's first. */
+  plan: PlanStep[];
   layers: string[];
   series: string[];
   findings: Finding[];
@@ -207,11 +234,37 @@ export function parseFinding(v: unknown): Finding {
         return { label: str(fo["label"]), value: str(fo["value"]) };
       }),
     },
-    fixes: arr(o["fixes"]).map((f) => {
-      const fo = obj(f);
-      return { text: str(fo["text"]), code: strOrNull(fo["code"]) };
+    plan_steps: arr(o["plan_steps"]).flatMap((x) => {
+      const n = num(x);
+      return n !== null && Number.isInteger(n) && n >= 1 ? [n] : [];
     }),
+    trial_note: strOrNull(o["trial_note"]),
   };
+}
+
+/** A finding's own fixes (the compare route's findings keep them); [] where it has none. */
+export function parseFixes(v: unknown): Fix[] {
+  return arr(obj(v)["fixes"]).map((f) => {
+    const fo = obj(f);
+    return { text: str(fo["text"]), code: strOrNull(fo["code"]) };
+  });
+}
+
+export function parsePlan(v: unknown): PlanStep[] {
+  // Every step is kept, in order: findings name them by number (plan_steps).
+  return arr(v).map((x) => {
+    const o = obj(x);
+    const t = o["trial"];
+    const trial = isObj(t) ? { verdict: str(t["verdict"]), label: str(t["label"]), error: num(t["error"]) } : null;
+    return {
+      text: str(o["text"]),
+      code: strOrNull(o["code"]),
+      answers: strs(o["answers"]),
+      tried: o["tried"] === true || trial !== null,
+      trial,
+      measured: strOrNull(o["measured"]),
+    };
+  });
 }
 
 function parseLead(v: unknown): Lead | null {
@@ -250,6 +303,7 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
   return {
     ...parseRun(o, run),
     axis: o["axis"] === "epoch" ? "epoch" : "step",
+    plan: parsePlan(o["plan"]),
     layers: strs(o["layers"]),
     series: strs(o["series"]),
     findings: arr(o["findings"]).map(parseFinding),

@@ -2,7 +2,7 @@
 // `tb-trainhealth compare --json` gives it, plus what the tab draws beside it (both runs'
 // curves on one x, per-layer gradient-norm ratios). Parsed defensively like api.ts: every
 // value is data, rendered as text.
-import { arr, getJson, num, numsOrNull, obj, parseFinding, str, strOrNull, strs, type Axis, type Finding, type ScalarSeries } from "./api";
+import { arr, getJson, num, numsOrNull, obj, parseFinding, parseFixes, str, strOrNull, strs, type Axis, type Finding, type Fix, type ScalarSeries } from "./api";
 
 export type Verdict = "worse" | "same" | "better" | "unknown";
 /** A recorded setting's value: a JSON scalar or a short list of numbers; null is "not set". */
@@ -22,6 +22,11 @@ export interface SignalChange {
   signal: string;
   layer: string;
   text: string;
+}
+
+/** A finding of the comparison: the compare route's findings keep their own fixes. */
+export interface CompareFinding extends Finding {
+  fixes: Fix[];
 }
 
 export interface MetricRow {
@@ -77,7 +82,8 @@ export interface Comparison {
   signal_changes: SignalChange[];
   parted_at_step: number | null;
   metrics: MetricRow[];
-  findings: Finding[];
+  /** The run's findings as the comparison records them: with their own fixes (the worse card's set-back). */
+  findings: CompareFinding[];
   curves: CompareCurves | null;
   layer_grad_ratio: LayerRatio[];
 }
@@ -150,7 +156,7 @@ export async function fetchCompare(run: string, baseline: string, points = 500):
       const m = obj(x);
       return { name: str(m["name"]), baseline: num(m["baseline"]), run: num(m["run"]) };
     }),
-    findings: arr(o["findings"]).map(parseFinding),
+    findings: arr(o["findings"]).map((x) => ({ ...parseFinding(x), fixes: parseFixes(x) })),
     curves: parseCurves(o["curves"]),
     layer_grad_ratio: arr(o["layer_grad_ratio"]).map((x) => {
       const r = obj(x);

@@ -1,14 +1,15 @@
-// One finding card: severity badge, title, onset step and code; the detail and its fixes
-// (code fixes with a Copy button); the evidence charts of the series behind it. A run worse than
+// One finding card: severity badge, title, onset step and code; the detail, the steps of the run's
+// plan that answer it ("→ plan step 1": the fixes are the plan's, plan_view.ts) and what a trial said
+// against its usual fix; the evidence charts of the series behind it. A run worse than
 // its baseline draws both runs' curves there, as the comparison does (compare_chart.ts).
 import type { Fact, Finding, RunFindings, SeriesData } from "./api";
 import type { Line } from "./chart_types";
-import { codeBlock } from "./code_block";
 import { overlayCharts } from "./compare_chart";
 import { fetchCompare, type Comparison } from "./compare_api";
 import { clear, h } from "./dom";
 import type { EvidenceCharts } from "./evidence_charts";
 import { badge, errorText } from "./format";
+import { planStepSelector } from "./plan_view";
 import { scalarColor, severityColor } from "./theme";
 
 const WORSE = "worse_than_baseline";
@@ -41,12 +42,21 @@ export function factTable(facts: Fact[]): HTMLElement {
   ]);
 }
 
-function fixList(finding: Finding): HTMLElement {
-  return h(
-    "ol",
-    { class: "th-fixes" },
-    finding.fixes.map((fix) => h("li", {}, [h("div", { class: "th-fix-text", text: fix.text }), fix.code !== null ? codeBlock(fix.code) : null])),
-  );
+/** "→ plan step 1" (or "→ plan steps 1, 2"): the plan's steps that answer the finding; a click
+ * scrolls to the first. */
+function planRef(steps: number[]): HTMLElement {
+  const ref = h("button", {
+    class: "th-plan-ref",
+    testid: "plan-ref",
+    data: { steps: steps.join(",") },
+    text: "\u2192 plan " + (steps.length === 1 ? "step " : "steps ") + steps.join(", "),
+    attrs: { type: "button" },
+  });
+  ref.addEventListener("click", () => {
+    const target = ref.closest("[data-testid=run-view]")?.querySelector(planStepSelector(steps[0] ?? 1));
+    if (target instanceof HTMLElement) target.scrollIntoView({ block: "center" });
+  });
+  return ref;
 }
 
 /** ": parts off in this run: ..." where the callback turned parts off (part_not_recorded), else "". */
@@ -124,8 +134,8 @@ export function findingCard(
     h("div", { class: "th-card-body" }, [
       h("div", { class: "th-card-text" }, [
         finding.detail ? h("p", { class: "th-detail", text: finding.detail }) : null,
-        finding.fixes.length ? h("h4", { class: "th-fixes-title", text: finding.fixes.length === 1 ? "Fix" : "Fixes" }) : null,
-        finding.fixes.length ? fixList(finding) : null,
+        finding.plan_steps.length ? planRef(finding.plan_steps) : null,
+        finding.trial_note ? h("p", { class: "th-trial-note", testid: "trial-note", text: finding.trial_note }) : null,
       ]),
       evidence,
     ]),

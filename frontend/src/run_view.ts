@@ -1,5 +1,5 @@
 // One run's page on the right: fetches its findings and the series behind them, then shows
-// the header, problems reading the run, the no-callback hint, the comparison with a baseline
+// the header, problems reading the run, the run's plan ("What to do", plan_view.ts), the no-callback hint, the comparison with a baseline
 // run (compare_view.ts), the chart of its worst problem, its timeline and the finding cards.
 // Keeps the scroll position when the same run is refreshed.
 import { fetchFindings, fetchSeries, type Finding, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
@@ -9,6 +9,7 @@ import { EvidenceCharts } from "./evidence_charts";
 import { compareOnce, evidenceOverlay, findingCard, type CompareOnce, type MountCharts } from "./finding_card";
 import { badge, countsText, errorText, fmtStep } from "./format";
 import { noCallbackHint } from "./hints";
+import { planSection } from "./plan_view";
 import type { Line } from "./chart_types";
 import { scalarColor } from "./theme";
 
@@ -133,6 +134,7 @@ export class RunView {
     if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
     const off = f.findings.filter((x) => x.code === "part_not_recorded");
     if (off.length > 0) view.appendChild(partsOffNotice(off));
+    if (f.plan.length > 0) view.appendChild(planSection(f.plan));
     if (!f.has_health_data && !unreadable) view.appendChild(noCallbackHint());
     if (!unreadable) view.appendChild(this.compare.element);
 
