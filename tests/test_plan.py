@@ -8,6 +8,7 @@ from tb_trainhealth.contract.run_info import InputSource, RunInfo
 from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
 from tb_trainhealth.findings import (
     ADD_CLIPPING,
+    CHANGE_OUTPUT,
     LOWER_RATE,
     RAISE_RATE,
     SCALE_INPUTS,
@@ -158,3 +159,17 @@ def test_every_demo_run_gets_one_plan_without_contradictions_repeats_or_changes_
         assert bool(actions) == bool(loud), group.name  # a failing run is told what to do, a healthy one nothing
         told += bool(actions)
     assert told >= 10  # (most demo runs are broken on purpose)
+
+
+def test_a_fact_a_check_established_leads_even_where_a_short_trial_showed_no_gain():
+    head = Fix("Use a sigmoid output with binary cross-entropy.", "Dense(1, activation='sigmoid')", (CHANGE_OUTPUT,))
+    measured = trials(
+        trial(CHANGE_OUTPUT, TrialVerdict.SAME, 0.9, "output sigmoid"),
+        trial(RAISE_RATE, TrialVerdict.HELPED, 0.5, "learning rate 0.001 -> 0.01", "Adam(learning_rate=0.01)"),
+    )
+    plan = build_plan(run(measured), [finding("output_loss_mismatch", head), finding("loss_plateau", RAISE)])
+    assert [a.intents for a in plan.actions] == [(CHANGE_OUTPUT,), (RAISE_RATE,)]
+    worse = trials(trial(CHANGE_OUTPUT, TrialVerdict.WORSE, 1.5, "output sigmoid"))
+    assert (
+        build_plan(run(worse), [finding("output_loss_mismatch", head)]).actions == ()
+    )  # ...unless it made things worse

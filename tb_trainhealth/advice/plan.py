@@ -21,6 +21,8 @@ from tb_trainhealth.findings import TF_DATA, Direction, Finding, Fix, Intent, Se
 from tb_trainhealth.signals import RunSignals
 
 MAX_ACTIONS = 3
+# Findings a check established from the model and the data themselves (not rules of thumb about a curve).
+FACTS = frozenset({"output_loss_mismatch", "label_problem", "unnormalized_input", "unnormalized_target"})
 # Input kinds whose pipeline a tf.data change can reach (contract.run_info.InputSource.type).
 TF_DATA_INPUTS = ("tf.data", "?")
 
@@ -105,8 +107,12 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     level = [a for a in ranked if a.trial is not None and a.trial.verdict is not TrialVerdict.HELPED]
     against = [_intent(t) for t in results if t.verdict is TrialVerdict.WORSE]
     won = [_intent(t) for t in results if t.verdict is TrialVerdict.HELPED]
+    # A fact a check established (an output layer that cannot fit the loss, labels outside its range,
+    # unscaled data) names the root cause: its fix leads unless a trial showed it made things worse;
+    # trials order what follows (a short trial may not show a fix's gain where several things are wrong).
+    facts = [a for a in ranked if set(a.answers) & FACTS]
     kept: list[Action] = []
-    for action in [*helped, *untried, *level]:
+    for action in [*facts, *(a for a in [*helped, *untried, *level] if a not in facts)]:
         taken = [intent for other in kept for intent in other.intents]
         if any(mine.opposes(other) for mine in action.intents for other in [*taken, *won]):
             continue  # never two ways on one setting; never against a change that helped

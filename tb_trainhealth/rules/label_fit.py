@@ -18,6 +18,7 @@ from tb_trainhealth.findings import (
     CHANGE_LABELS,
     CHANGE_LOSS,
     CHANGE_OUTPUT,
+    SCALE_TARGETS,
     Evidence,
     Finding,
     Fix,
@@ -224,6 +225,25 @@ def _format(text: str, event: LintEvent) -> str:
     return text.format(**fields)
 
 
+REAL_VALUED_TO_UNIT = Fix(
+    "Real-valued targets: scale them into [0, 1] for the sigmoid (and scale predictions back), or use a linear "
+    "output with mse.",
+    "y_min, y_max = y_train.min(), y_train.max()\ny_train = (y_train - y_min) / (y_max - y_min)"
+    "  # predictions: pred * (y_max - y_min) + y_min",
+    (SCALE_TARGETS,),
+)
+
+
+def _fitting(event: LintEvent, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
+    """Labels outside [0, 1]: the fix for what they are first (real values, two codes, class ids)."""
+    if event.check is not LintCheck.LABELS_OUTSIDE_UNIT_INTERVAL:
+        return fixes
+    several, two = fixes
+    if event.classes is None:
+        return (REAL_VALUED_TO_UNIT, two)
+    return (two, several) if event.classes <= 2 else (several, two)
+
+
 def label_lint_findings(run: RunSignals) -> list[Finding]:
     findings = []
     for event in run.first_of_each_check(LintEvent, _LABEL_CHECKS):
@@ -236,7 +256,9 @@ def label_lint_findings(run: RunSignals) -> list[Finding]:
                 title=_format(title, event),
                 detail=_format(detail, event),
                 evidence=Evidence((), facts=event_facts(event, LINT_NOT_FACTS), check=event.check.value),
-                fixes=tuple(Fix(_format(f.text, event), _format(f.code, event), f.intents) for f in fixes),
+                fixes=tuple(
+                    Fix(_format(f.text, event), _format(f.code, event), f.intents) for f in _fitting(event, fixes)
+                ),
             )
         )
     return findings

@@ -204,6 +204,16 @@ def _data(sample: Sample, task: Task, output_activation: str) -> list[Candidate]
                         target_scale=(mean, std),
                     )
                 )
+    inputs = [c for c in out if c.scale_inputs]
+    targets = [c for c in out if c.target_scale]
+    if inputs and targets:  # unscaled both ways: the targets' scale is tried with the inputs scaled too
+        both = dataclasses.replace(
+            targets[0],
+            label=f"{inputs[0].label} and {targets[0].label.split(' ', 1)[-1] if 'standardised' in targets[0].label else targets[0].label}",
+            code=f"{inputs[0].code}\n{targets[0].code}",
+            scale_inputs=True,
+        )
+        out.append(both)
     return out
 
 

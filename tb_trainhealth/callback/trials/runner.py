@@ -81,7 +81,7 @@ def run_trials(
         warnings.simplefilter("ignore")
         trial = _Trial(model, initial_weights, sample, task, steps, rate)
         unchanged_error, unchanged_loss = trial.measure(None)
-        margin = max(MIN_ERROR_GAIN, 2 * noise(task, sample.y_held, min(unchanged_error, 1.0)))
+        margin = max(MIN_ERROR_GAIN, 2 * noise(task, sample.y_held, min(unchanged_error, 10.0)))
         results: list[TrialResult] = []
         untried: list[str] = []
         for candidate in candidates(model, sample, task, codes, rate, clips):
