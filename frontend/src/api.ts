@@ -103,6 +103,8 @@ export interface RunFindings extends RunSummary {
   axis: Axis;
   /** What to do about the run, at most three steps, the root cause's first. */
   plan: PlanStep[];
+  /** Why the plan's changes were not tried on the run's data (skipped, or out of time), or null. */
+  planNote: string | null;
   layers: string[];
   series: string[];
   findings: Finding[];
@@ -304,6 +306,7 @@ export async function fetchFindings(run: string): Promise<RunFindings> {
     ...parseRun(o, run),
     axis: o["axis"] === "epoch" ? "epoch" : "step",
     plan: parsePlan(o["plan"]),
+    planNote: typeof o["plan_note"] === "string" ? o["plan_note"] : null,
     layers: strs(o["layers"]),
     series: strs(o["series"]),
     findings: arr(o["findings"]).map(parseFinding),

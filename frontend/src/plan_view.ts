@@ -22,7 +22,7 @@ export function planStepSelector(n: number): string {
   return '[data-testid="plan-step"][data-step="' + String(n) + '"]';
 }
 
-export function planSection(plan: PlanStep[]): HTMLElement {
+export function planSection(plan: PlanStep[], note: string | null = null): HTMLElement {
   return h("section", { class: "th-card th-plan", testid: "plan", attrs: { "aria-label": "What to do" } }, [
     h("div", { class: "th-card-head" }, [
       h("h3", { class: "th-card-title", text: "What to do" }),
@@ -46,5 +46,6 @@ export function planSection(plan: PlanStep[]): HTMLElement {
         ]);
       }),
     ),
+    note ? h("p", { class: "th-muted th-plan-note", testid: "plan-note", text: note }) : null,
   ]);
 }

@@ -134,7 +134,7 @@ export class RunView {
     if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
     const off = f.findings.filter((x) => x.code === "part_not_recorded");
     if (off.length > 0) view.appendChild(partsOffNotice(off));
-    if (f.plan.length > 0) view.appendChild(planSection(f.plan));
+    if (f.plan.length > 0) view.appendChild(planSection(f.plan, f.planNote));
     if (!f.has_health_data && !unreadable) view.appendChild(noCallbackHint());
     if (!unreadable) view.appendChild(this.compare.element);
 

@@ -67,6 +67,18 @@ class Plan:
     def to_dict(self) -> list[dict[str, Any]]:
         return [action.to_dict() for action in self.actions]
 
+    @property
+    def note(self) -> str | None:
+        """Why the plan's changes were not tried on the run's data, where trials were wanted; None otherwise."""
+        trials = self.trials
+        if trials is None:
+            return None
+        if trials.skipped:
+            return f"Not tried on your data: {trials.skipped}."
+        if trials.untried:
+            return f"Not tried in the time trials had ({trials.budget_seconds:.0f} s): {', '.join(trials.untried)}."
+        return None
+
     def steps_answering(self, code: str) -> list[int]:
         """The plan's steps (from 1) that answer a finding of this code."""
         return [i for i, action in enumerate(self.actions, 1) if code in action.answers]
@@ -231,4 +243,6 @@ def plan_lines(plan: Plan, indent: str = "  ") -> list[str]:
         if action.measured:
             pad = indent + " " * 7
             lines.extend(textwrap.wrap(action.measured, 100, initial_indent=pad, subsequent_indent=pad))
+    if plan.actions and plan.note:
+        lines.extend(textwrap.wrap(plan.note, 100, initial_indent=indent + "  ", subsequent_indent=indent + "  "))
     return lines

@@ -37,10 +37,11 @@ exit status:
   1  a finding at or above --fail-on (default: critical)
   2  the command could not do its job (unreadable logdir, bad arguments); one line on stderr
 
---json prints {"runs": [{"run", "status", "plan", "findings", "errors", "file_errors",
-"event_counts"}, ...]}, worst run first; "plan": what to do, at most 3 steps, root cause first:
+--json prints {"runs": [{"run", "status", "plan", "plan_note", "findings", "errors",
+"file_errors", "event_counts"}, ...]}, worst run first; "plan": what to do, at most 3 steps, root cause first:
 [{"text", "code", "intents": [{"setting", "direction"}], "answers": [codes], "tried", "trial":
-{"verdict", "label", "error"} or null, "measured"}]; "status": "critical", "warning", "ok" or
+{"verdict", "label", "error"} or null, "measured"}]; "plan_note": why its changes were
+not tried on the run's data (trials skipped, or out of time), or null; "status": "critical", "warning", "ok" or
 "unreadable" (nothing of the run could be read: counted apart from ok; no run readable at
 all exits 2); "file_errors": [{"file", "error", "kind"}]. A finding: {"code", "severity",
 "step", "epoch", "title", "detail", "plan_steps": [the plan's steps that answer it],

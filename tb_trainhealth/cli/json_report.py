@@ -9,7 +9,7 @@ import json
 
 from tb_trainhealth.report.run_report import RunReport
 
-CONTRACT_KEYS = ("run", "status", "plan", "findings", "errors", "file_errors", "event_counts")
+CONTRACT_KEYS = ("run", "status", "plan", "plan_note", "findings", "errors", "file_errors", "event_counts")
 
 
 def render_json(reports: list[RunReport]) -> str:

@@ -132,6 +132,7 @@ class RunReport:
             "run": self.run,
             "status": self.status,
             "plan": self.plan.to_dict(),
+            "plan_note": self.plan.note,
             "findings": [self._finding_json(finding) for finding in self.findings],
             "errors": self.errors,
             "notes": self.notes,
