@@ -154,11 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         verdict = judge(case.name, plan)
         tally[verdict] = tally.get(verdict, 0) + 1
         spent = trials.seconds if trials is not None else 0.0
+        fit = trials.fit_seconds if trials is not None and trials.fit_seconds else None
+        if fit is None and seconds is not None:
+            fit = seconds - spent
         cost = ""
-        if seconds is not None:
-            fit_total += seconds - spent
+        if fit is not None:
+            fit_total += fit
             trial_total += spent
-            cost = f" trials {spent:.1f}s of fit {seconds - spent:.1f}s"
+            cost = f" trials {spent:.1f}s of fit {fit:.1f}s"
         first = plan.actions[0] if plan.actions else None
         said = "-"
         if first is not None:

@@ -53,5 +53,6 @@ class TrialsEvent(Event):
     constant_loss: float | None = None  # the run's loss of a constant prediction, on the held-out rows
     seconds: float = 0.0
     budget_seconds: float = 0.0
+    fit_seconds: float | None = None  # the fit's own wall time, train begin to end (what the trials cost beside)
     skipped: str | None = None
     untried: tuple[str, ...] = ()  # candidates left when the budget ran out (their labels)

@@ -119,21 +119,27 @@ def try_changes(
     codes = codes_to_try(findings)
     if not codes:
         return None
-    budget = budget_seconds(time.perf_counter() - setup.started, seconds)
+    fit_seconds = time.perf_counter() - setup.started
+    budget = budget_seconds(fit_seconds, seconds)
     sample = take_sample(setup.adapter)
     if isinstance(sample, str):
         event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=sample, budget_seconds=budget)
-    else:
-        if verbose:
-            print(
-                f"tb-trainhealth: trying changes on {sample.rows} of your samples (at most {budget:.0f} s; "
-                "HealthCallback(trials=False) turns this off)",
-                file=sys.stderr,
-            )
-        steps_run = max(0, step - setup.base_step)
-        try:
-            event = run_trials(model, setup.weights, sample, codes, steps_run, setup.rate, setup.clips, budget, step)
-        except CloneError as err:  # (a subclassed model without get_config): said, not an internal error
-            event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=str(err), budget_seconds=budget)
+        return _recorded(recording, event, fit_seconds)
+    if verbose:
+        print(
+            f"tb-trainhealth: trying changes on {sample.rows} of your samples (at most {budget:.0f} s; "
+            "HealthCallback(trials=False) turns this off)",
+            file=sys.stderr,
+        )
+    steps_run = max(0, step - setup.base_step)
+    try:
+        event = run_trials(model, setup.weights, sample, codes, steps_run, setup.rate, setup.clips, budget, step)
+    except CloneError as err:  # (a subclassed model without get_config): said, not an internal error
+        event = TrialsEvent(step=step, findings=tuple(sorted(codes)), skipped=str(err), budget_seconds=budget)
+    return _recorded(recording, event, fit_seconds)
+
+
+def _recorded(recording: Recording, event: TrialsEvent, fit_seconds: float) -> TrialsEvent:
+    event = dataclasses.replace(event, fit_seconds=round(fit_seconds, 3))
     recording.event(event)
     return event
