@@ -113,12 +113,12 @@ def followed_logdir(
 
 def _require_directory(logdir: str) -> None:
     """A bucket no installed library reads is said with what to install, not "not a directory"."""
-    problem = storage.reader_problem(logdir, tb_tf)
-    if problem:
-        raise LogdirError(problem.replace("TensorBoard cannot", "cannot", 1))
     closed = None if is_local(logdir) else storage.endpoint_closed(storage.scheme(logdir))
     if closed is not None:  # said at once (a client retries a refused connection for a minute)
         raise LogdirError(f"cannot read {logdir}: {closed}")
+    problem = storage.reader_problem(logdir, tb_tf)
+    if problem:
+        raise LogdirError(problem.replace("TensorBoard cannot", "cannot", 1))
     try:
         found = tb_tf.io.gfile.isdir(logdir)
     except Exception as err:  # a store that refuses or does not answer: one line, not a traceback
