@@ -13,6 +13,7 @@ from conftest import ROOT, diagnose_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP
+from tb_trainhealth.findings import Severity
 
 if ROOT not in sys.path:  # (bench/ is a folder of the project root)
     sys.path.insert(0, ROOT)
@@ -52,4 +53,6 @@ def test_a_fit_whose_step_was_traced_before_trainable_changed_says_what_it_left_
     findings = diagnose_logdir(str(tmp_path))["run"]
     left_out = [f for f in findings if f.code == "part_not_recorded"]
     assert left_out and STALE_TRAIN_STEP in left_out[0].detail, [f.title for f in findings]
-    assert "crash" not in {f.code for f in findings}
+    assert "training_crash" not in {f.code for f in findings}
+    (stale,) = [f for f in findings if f.code == "model_config" and f.severity == Severity.WARNING]
+    assert "Trainable changed without compile" in stale.title and "compile" in stale.fixes[0].code
