@@ -24,6 +24,11 @@ Measured 2026-12-07 on 2 busy CPU cores (Keras 3.15, tf_keras 2.21):
 - `--groups changes tf_keras`: identical: 30 of 30; crashes caused by the callback: 0 (5 min).
   Before the step probe stopped retracing a step Keras reuses (issue 53), the six programs that
   flip `trainable` without compile: identical 0 of 6, 3 crashes caused by the callback.
+  Added after: `unfreeze_callback_first_then_plain` (the callback on the first fit only, the base
+  unfrozen, a plain fit) still differs on Keras 3: the callback's fit traced its instrumented step,
+  not Keras' own, which the plain fit then traces with the base trainable and crashes ("Unknown
+  variable"), where Keras alone reuses the step it traced. Open; the same program on tf_keras is
+  identical.
 - `--groups demo`: identical: 27 of 30; crashes caused by the callback: 0 (about 15 min).
   healthy_pipeline and bad_pipeline differ plain against plain too (`--control`: a stateful random
   flip in a parallel `map`). rnn_clipped differs with the callback, reproducibly, in the last bits
@@ -220,6 +225,18 @@ def unfreeze_nested_plain_first(run: Run) -> None:
     _fit(model, run)
 
 
+def unfreeze_callback_first_then_plain(run: Run) -> None:
+    """The callback on the first fit only: the second, plain, must run as if it had never been there."""
+    model = _nested()
+    _set_base_trainable(model, False)
+    _compile(model)
+    _fit(model, run)
+    _set_base_trainable(model, True)
+    x, y = _data()
+    history = model.fit(x, y, epochs=2, verbose=0, shuffle=False)
+    run.epochs.extend({"loss": float(v)} for v in history.history["loss"])
+
+
 def unfreeze_with_compile(run: Run) -> None:
     model = _nested()
     _set_base_trainable(model, False)
@@ -378,6 +395,7 @@ CHANGES: dict[str, Callable[[Run], Any]] = {
     for f in (
         unfreeze_nested_without_compile,
         unfreeze_nested_plain_first,
+        unfreeze_callback_first_then_plain,
         unfreeze_with_compile,
         freeze_without_compile,
         freeze_with_compile,
