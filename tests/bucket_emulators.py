@@ -79,20 +79,22 @@ class Emulator:
 
 
 @contextlib.contextmanager
-def running_emulator(scheme: str) -> Iterator[Emulator]:
-    """The emulator of `scheme` with an empty bucket BUCKET, until the block ends."""
+def running_emulator(scheme: str, refusing_credentials: bool = False) -> Iterator[Emulator]:
+    """The emulator of `scheme` with an empty bucket BUCKET, until the block ends.
+    `refusing_credentials` (s3): moto checks every request's keys (it knows none: all refused)."""
     port = free_port()
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"} if refusing_credentials else None
     if scheme == "s3":
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     else:
         command = [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1", "--port", str(port),
                    "--in-memory", "--default-bucket", BUCKET]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         _wait_for_port(port, process, command[2])
         endpoint = f"http://127.0.0.1:{port}"
         emulator = Emulator(scheme, endpoint, client_environment(scheme, endpoint))
-        if scheme == "s3":
+        if scheme == "s3" and not refusing_credentials:
             emulator.filesystem().mkdir(BUCKET)
         yield emulator
     finally:

@@ -126,6 +126,21 @@ def test_keras_3_optimizer_variables_and_all_reduce():
     np.testing.assert_allclose(variable.numpy(), [0.5, 0.5])
 
 
+def test_keras_3_train_function_traced_and_optimizer_known_variables():
+    model = tiny_model()
+    model.make_train_function()
+    assert not keras_private.train_function_traced(model.train_function), "a new train_function reads as traced"
+    assert keras_private.known_variables(model.optimizer) is None, "an unbuilt optimizer knows variables"
+    model.fit(X, Y, verbose=0)
+    assert keras_private.train_function_traced(model.train_function), (
+        "train_function: a closure over tf.functions (TensorFlowTrainer._make_function)"
+    )
+    known = keras_private.known_variables(model.optimizer)
+    assert known is not None and {id(v) for v in known} == {id(v) for v in model.trainable_variables}, (
+        "Optimizer.built, Optimizer._trainable_variables"
+    )
+
+
 def test_keras_3_fit_locals():
     seen: dict[str, object] = {}
 

@@ -137,8 +137,18 @@ def callback_protocol() -> None:
         assert hasattr(TfKerasCallbackProtocol, name), f"TfKerasCallbackProtocol.{name}"
 
 
+def train_function_traced() -> None:
+    model = tiny_model()
+    model.fit(np.ones((8, 4), np.float32), np.zeros((8, 2), np.float32), verbose=0)
+    assert keras_private.train_function_traced(model.train_function), "Model.train_function is a traced tf.function"
+    model.compile(tf_keras.optimizers.SGD(0.1), "mse")
+    model.make_train_function()
+    assert not keras_private.train_function_traced(model.train_function), "a new train_function reads as traced"
+
+
 CHECKS = (
     train_step,
+    train_function_traced,
     flatten_layers,
     optimizer_built,
     current_learning_rate,

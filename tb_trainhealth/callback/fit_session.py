@@ -35,7 +35,7 @@ from tb_trainhealth.callback.step.input_probe import InputProbe, TfKerasInputPro
 from tb_trainhealth.callback.step.machine_load import OtherLoad
 from tb_trainhealth.callback.step.memory import host_memory_limit_mb, host_memory_unavailable
 from tb_trainhealth.callback.step.step_clock import StepClock
-from tb_trainhealth.callback.step.step_probe import StepProbe
+from tb_trainhealth.callback.step.step_probe import StaleTrainStep, StepProbe
 from tb_trainhealth.callback.step.tf_keras_step_probe import TfKerasStepProbe
 from tb_trainhealth.callback.trials.at_fit_end import TrialSetup, setup_at_start, why_no_trials
 from tb_trainhealth.callback.watch import crash_guard
@@ -172,7 +172,12 @@ class FitSession:
 
     @disable_on_error(Part.GRADIENTS)
     def _install_probe(self, steps_per_call: int, probe_class: type[StepProbe]) -> None:
-        self.probe = probe_class.attach(self.model, capacity=ring_capacity(steps_per_call))
+        try:
+            self.probe = probe_class.attach(self.model, capacity=ring_capacity(steps_per_call))
+        except StaleTrainStep as stale:  # a new trace would change what this fit trains: no probe
+            notice_once(f"tb-trainhealth: {stale}; per-step gradients are not recorded for this fit.")
+            self.guard.off(Part.GRADIENTS, str(stale))
+            return
         self.probe.weights.begin_fit(steps_per_call, TF_KERAS_TIMED_CALLS if is_tf_keras(self.model) else 0)
 
     @disable_on_error(Part.CRASHES)

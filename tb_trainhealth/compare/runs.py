@@ -35,6 +35,7 @@ def diagnosed_directory(path: str, role: str) -> Diagnosis:
     from tb_trainhealth.diagnosis import diagnose_run
     from tb_trainhealth.read.logdir import LogdirError, loaded_logdir
     from tb_trainhealth.read.reader import SignalReader
+    from tb_trainhealth.run_paths import is_local
 
     try:
         with loaded_logdir(path) as provider:
@@ -55,6 +56,7 @@ def diagnosed_directory(path: str, role: str) -> Diagnosis:
         raise RunNotComparable(f"the {role} is not a readable run: {err}") from err
     if diagnosis.errors and not diagnosis.signals.series:
         raise RunNotComparable(f"the {role} {path} cannot be read: {diagnosis.errors[0]}")
-    name = os.path.normpath(path)
+    # (a URL keeps its "//": normpath would make s3://bucket/run "s3:/bucket/run")
+    name = os.path.normpath(path) if is_local(path) else path.rstrip("/")
     diagnosis.signals.run = name
     return diagnosis

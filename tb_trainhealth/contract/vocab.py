@@ -162,6 +162,11 @@ class Part(Name):
     TRIALS = "trials"  # the candidate changes tried at the end of a failing fit (callback/trials/)
 
 
+# How the reason of a gradients `part_off` begins when the fit ran Keras' train step traced before
+# `trainable` was changed (it updates other variables than those marked trainable: recompile).
+STALE_TRAIN_STEP = "trainable changed without compile"
+
+
 class LossKind(Name):
     """Keras' built-in losses the checks understand, by their canonical function name."""
 

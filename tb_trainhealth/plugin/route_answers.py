@@ -13,6 +13,7 @@ import functools
 import itertools
 import math
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from tb_trainhealth.read import event_files
 from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
 from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.signals import RunSignals, Series
-from tb_trainhealth.storage import reader_problem
+from tb_trainhealth.storage import probe_listing, reader_problem
 
 MIN_POINTS = 2
 MAX_POINTS_SENT = 2000
@@ -73,6 +74,9 @@ def runs_answer(
     problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
     reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
     kind, problem = logdir_problem(logdir)
+    if problem is None and not reports and logdir and not is_local(logdir):
+        refused = refused_listing(logdir, time.monotonic() // REFUSAL_ASKED_EVERY_S)
+        kind, problem = (BUCKET_UNREADABLE, refused) if refused else (None, None)
     return {
         "runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)],
         "logdir_problem": problem,
@@ -89,6 +93,19 @@ def logdir_problem(logdir: str) -> tuple[str | None, str | None]:
         return None, None
     kind, what = (NOT_A_FOLDER, "is a file, not a folder") if os.path.exists(logdir) else (MISSING, "does not exist")
     return kind, f"The logdir {logdir} {what}: TensorBoard was started with --logdir pointing at it."
+
+
+# A bucket that lists no run is asked why at most this often (one request; it may come back).
+REFUSAL_ASKED_EVERY_S = 30
+
+
+@functools.lru_cache(maxsize=8)
+def refused_listing(logdir: str, period: float) -> str | None:
+    """Why the store refuses to list the bucket `logdir` (a typo in its name, credentials, an
+    endpoint that does not answer), with what to check; None where it lists. Asked again each
+    `period` (REFUSAL_ASKED_EVERY_S): a refused listing is not "no training runs yet"."""
+    why = probe_listing(logdir)
+    return f"TensorBoard cannot list {logdir}: {why}" if why else None
 
 
 @functools.lru_cache(maxsize=8)

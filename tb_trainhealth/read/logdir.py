@@ -65,7 +65,13 @@ class LiveLogdir:
             self.multiplexer.AddRunsFromDirectory(self.logdir)
             self.multiplexer.Reload()
         except (OSError, tb_tf.errors.OpError) as err:
-            raise LogdirError(f"cannot read {self.logdir}: {err}") from err
+            why = None if is_local(self.logdir) else storage.refusal(self.logdir, err)
+            raise LogdirError(f"cannot read {self.logdir}: {why or err}") from err
+        except Exception as err:  # a store's own error (botocore's are no OSError)
+            why = None if is_local(self.logdir) else storage.refusal(self.logdir, err)
+            if why is None:
+                raise
+            raise LogdirError(f"cannot read {self.logdir}: {why}") from err
 
 
 def open_logdir(logdir: str) -> data_provider.MultiplexerDataProvider:
@@ -107,11 +113,23 @@ def followed_logdir(
 
 def _require_directory(logdir: str) -> None:
     """A bucket no installed library reads is said with what to install, not "not a directory"."""
+    closed = None if is_local(logdir) else storage.endpoint_closed(storage.scheme(logdir))
+    if closed is not None:  # said at once (a client retries a refused connection for a minute)
+        raise LogdirError(f"cannot read {logdir}: {closed}")
     problem = storage.reader_problem(logdir, tb_tf)
     if problem:
         raise LogdirError(problem.replace("TensorBoard cannot", "cannot", 1))
-    if not tb_tf.io.gfile.isdir(logdir):
-        raise LogdirError(f"not a directory: {logdir}")
+    try:
+        found = tb_tf.io.gfile.isdir(logdir)
+    except Exception as err:  # a store that refuses or does not answer: one line, not a traceback
+        why = None if is_local(logdir) else storage.refusal(logdir, err)
+        if why is None:
+            raise
+        raise LogdirError(f"cannot read {logdir}: {why}") from err
+    if not found:
+        # A bucket reads as "not a directory" where its listing fails too: ask the store why.
+        why = None if is_local(logdir) else storage.probe_listing(logdir)
+        raise LogdirError(f"cannot read {logdir}: {why}" if why else f"not a directory: {logdir}")
 
 
 def unreadable_directories(logdir: str) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ from tb_trainhealth.rules.memory import check_memory_growth
 from tb_trainhealth.rules.model_lint import check_model_config, check_output_loss_mismatch
 from tb_trainhealth.rules.numerics import check_nonfinite
 from tb_trainhealth.rules.overfitting import check_overfitting
-from tb_trainhealth.rules.parts_off import check_part_not_recorded
+from tb_trainhealth.rules.parts_off import check_part_not_recorded, check_stale_train_step
 from tb_trainhealth.rules.preflight import check_initial_loss_off, check_no_gradient
 from tb_trainhealth.rules.preflight_fit import check_cannot_fit_small_batch, check_input_ignored
 from tb_trainhealth.rules.stalls import check_ended_abruptly, check_training_stalled
@@ -229,4 +229,6 @@ RULES: tuple[RuleSpec, ...] = (
     RuleSpec(check_worse_than_baseline, ("worse_than_baseline",), sees_past_nan=True),
     # What the run could not record (a part off): which diagnoses it cannot have.
     RuleSpec(check_part_not_recorded, ("part_not_recorded",), sees_past_nan=True),
+    # A fit that ran a train step traced before `trainable` changed (the callback left its probe out).
+    RuleSpec(check_stale_train_step, ("model_config",), sees_past_nan=True),
 )

@@ -9,7 +9,7 @@ as a run whose gradients were fine: the finding names what is missing and what i
 from __future__ import annotations
 
 from tb_trainhealth.contract.events import Event, NonfiniteEvent, PartOffEvent
-from tb_trainhealth.contract.vocab import Part
+from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP, Part
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
@@ -146,3 +146,36 @@ def _finding(event: PartOffEvent) -> Finding:
         ),
         fixes=(fix,) if fix is not None else (),
     )
+
+
+RECOMPILE_FIX = Fix(
+    "Compile again after changing `trainable` (Keras keeps the train step it traced until then).",
+    "for layer in base.layers:\n    layer.trainable = True\nmodel.compile(optimizer, loss, metrics=metrics)",
+)
+
+
+def check_stale_train_step(run: RunSignals) -> list[Finding]:
+    """`model_config` (warning): a fit ran Keras' train step traced before `trainable` changed, so
+    it updates other variables than those marked trainable now (unfrozen layers stay frozen, frozen
+    ones keep training). The callback left its probe out of that fit and said why (`STALE_TRAIN_STEP`)."""
+    stale = [
+        e
+        for e in run.events_of(PartOffEvent)
+        if e.part == Part.GRADIENTS and not e.error and e.reason.startswith(STALE_TRAIN_STEP)
+    ]
+    if not stale:
+        return []
+    event = stale[0]
+    return [
+        Finding(
+            code="model_config",
+            severity=Severity.WARNING,
+            step=event.step,
+            title=f"Trainable changed without compile: the fit from step {event.step} trains other variables "
+            "than those marked trainable",
+            detail=f"{event.reason[len(STALE_TRAIN_STEP) + 2 :]}. Keras reuses the train step it traced "
+            "until the model is compiled again.",
+            evidence=Evidence((), event.step, None, facts=fact("reason", event.reason), check=event.part),
+            fixes=(RECOMPILE_FIX,),
+        )
+    ]

@@ -97,6 +97,32 @@ def runs_tf_keras_train_step(model: Any) -> bool:
     return train_step.__qualname__ == "Model.train_step" and train_step.__module__.startswith("tf_keras")
 
 
+def train_function_traced(function: Any) -> bool:
+    """Whether a model's `train_function` has been traced: tf_keras' is a `tf.function`, Keras 3's a
+    closure over its `tf.function`s (two levels deep). False when none is found (run eagerly, not
+    made yet, or moved: the caller then takes it as one Keras would trace anew, as before)."""
+    pending, seen = [(function, 0)], set()
+    while pending:
+        candidate, depth = pending.pop()
+        if candidate is None or id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        count = getattr(candidate, "experimental_get_tracing_count", None)
+        if callable(count):
+            if count() > 0:
+                return True
+            candidate = getattr(candidate, "python_function", None)
+        if depth < 2 and candidate is not None:
+            for cell in getattr(candidate, "__closure__", None) or ():
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # (an empty cell)
+                    continue
+                if inspect.isfunction(contents) or hasattr(contents, "python_function"):
+                    pending.append((contents, depth + 1))
+    return False
+
+
 def flatten_layers(model: Any, include_self: bool = True) -> list[Any] | None:
     """`_flatten_layers(include_self=)`: all layers, nested too; None if missing/changed (`.layers`, or unbuilt)."""
     flatten = getattr(model, "_flatten_layers", None)
@@ -151,6 +177,16 @@ def trusted_configs() -> Iterator[bool]:
 def optimizer_variables(optimizer: Any) -> list[Any]:
     """Keras 3's `Optimizer._trainable_variables`; AttributeError when missing (as Keras' own `apply`)."""
     return optimizer._trainable_variables
+
+
+def known_variables(optimizer: Any) -> list[Any] | None:
+    """The variables a built optimizer was built for (Keras 3's `_trainable_variables`, of the inner
+    optimizer of a LossScaleOptimizer too); None when unbuilt, tf_keras or missing (unknown)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not getattr(inner, "built", False):
+        return None
+    known = getattr(inner, "_trainable_variables", None)
+    return list(known) if known is not None else None
 
 
 def wrap_keras_3_all_reduce(optimizer: Any, wrap: Callable[[Callable], Callable]) -> str:

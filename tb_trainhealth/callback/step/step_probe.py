@@ -25,6 +25,13 @@ A model keeps its probe and instrumented train function between fits (`StepProbe
 the same model fitting again with a new HealthCallback is not traced again, as Keras alone
 would not trace it again. Anything that makes Keras rebuild its own train function
 (`compile`, a new optimizer, other trainable variables) makes a new probe too.
+
+The probe's ops go in by tracing the step anew, and a trace takes the model's trainable variables
+as they are now. Keras alone reuses a train function it has traced until `compile`, even after
+`trainable` was changed: that function updates the variables marked trainable when it was
+traced. Where those differ from today's (`bound_elsewhere`), a new trace would change what this
+fit trains (or crash it: an optimizer takes no variable it was not built for), so the callback
+leaves the probe out for that fit and records that it did.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from tb_trainhealth.callback.step.gradient_row import (
 from tb_trainhealth.callback.step.row_buffer import RowBuffer
 from tb_trainhealth.callback.step.row_layout import LayerLayout, Rows, row_width
 from tb_trainhealth.callback.step.weight_norms import WeightNorms
+from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP
 
 if TYPE_CHECKING:
     import keras
@@ -70,6 +78,40 @@ def _probe_failed() -> None:
     logger.exception("tb-trainhealth: gradient probe disabled (could not trace it)")
 
 
+class StaleTrainStep(Exception):
+    """The fit runs a train step traced before `trainable` changed: the probe stays out (the reason)."""
+
+
+def bound_elsewhere(model: keras.Model) -> str | None:
+    """Why tracing the step anew would change what this fit trains, or None where it would not.
+
+    Keras reuses its train function when it has been traced (by Keras, or as this callback's
+    instrumented function in an earlier fit, which stood in for it). That trace updates the
+    variables trainable at the time: those the previous probe was traced for, else (Keras' own
+    `train_step`) those the optimizer was built for. Different from the trainable variables now,
+    a new trace would train others, so the probe stays out."""
+    function = model.train_function
+    previous = model.__dict__.get(_ATTACHED)
+    bound: set[int] | None = None
+    if previous is not None and previous._keras_function is function and previous._instrumented is not None:
+        if previous._traced() or keras_private.train_function_traced(function):
+            bound = set(previous._variables)
+    elif keras_private.train_function_traced(function) and keras_private.runs_keras_3_train_step(model):
+        known = keras_private.known_variables(model.optimizer)
+        bound = None if known is None else {id(v) for v in known}
+    if bound is None:
+        return None
+    now = {id(v) for v in model.trainable_variables}
+    if now == bound:
+        return None
+    added, removed = len(now - bound), len(bound - now)
+    return (
+        f"{STALE_TRAIN_STEP}: Keras' train step, traced before, updates {len(bound)} variables while "
+        f"{len(now)} are marked trainable now ({added} more, {removed} fewer); tracing the probe in "
+        "would change what this fit trains"
+    )
+
+
 class StepProbe:
     """Installs the optimizer wrappers and owns the ring buffer they write.
 
@@ -84,9 +126,14 @@ class StepProbe:
     @classmethod
     def attach(cls, model: keras.Model, capacity: int, localize_nan: bool = True) -> StepProbe:
         """The probe for this fit, installed: the model's previous one when its instrumented
-        train function still fits the model (no second trace), else a new one."""
+        train function still fits the model (no second trace), else a new one; `StaleTrainStep`
+        where a new one would change what the fit trains (`bound_elsewhere`)."""
         previous = model.__dict__.get(_ATTACHED)
         reusable = previous is not None and previous._still_fits(model, capacity, localize_nan)
+        if not reusable:
+            stale = bound_elsewhere(model)
+            if stale is not None:
+                raise StaleTrainStep(stale)
         probe = previous if reusable else cls(model, capacity, localize_nan)
         probe.install()
         return probe
@@ -124,14 +171,19 @@ class StepProbe:
     def _still_fits(self, model: keras.Model, capacity: int, localize_nan: bool) -> bool:
         """Whether this probe's instrumented train function is still the right one for `model`:
         Keras' own function is the one this probe put back (no compile since), same optimizer,
-        same trainable variables, same buffer."""
+        same buffer, and the same trainable variables unless the instrumented function has been
+        traced: then it is what Keras would run, a trace made before `trainable` changed, which
+        updates the variables trainable back then (Keras retraces only on `compile`)."""
         return (
             self._instrumented is not None
             and model.train_function is self._keras_function
             and model.optimizer is self.optimizer
-            and self._variables == tuple(id(v) for v in model.trainable_variables)
+            and (self._variables == tuple(id(v) for v in model.trainable_variables) or self._traced())
             and (self.ring.capacity, self._localize_nan) == (capacity, localize_nan)
         )
+
+    def _traced(self) -> bool:
+        return self._instrumented is not None and keras_private.train_function_traced(self._instrumented)
 
     @property
     def nan_origins(self) -> list[dict[str, Any]]:

@@ -1,0 +1,118 @@
+"""Logs in a bucket, under faults (issue 53, part 2), against the emulators on loopback
+(tests/bucket_emulators.py): a bucket that does not exist, credentials the store refuses, an
+endpoint that takes no connection. Each command says so in one line on stderr and exits 2 (no
+traceback); `compare` keeps the URL's "//" in run names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from bucket_emulators import BUCKET, client_environment, environment, free_port, running_emulator
+from conftest import ROOT
+
+MISSING = "no-such-bucket"
+
+
+def cli(*args: str, env: dict[str, str], timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tb_trainhealth.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+
+
+def one_line_exit_2(proc: subprocess.CompletedProcess, *said: str) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[0].startswith("tb-trainhealth: error: ") and all(part in lines[0] for part in said), lines
+    return lines[0]
+
+
+def commands(scheme: str, logdir: str) -> dict[str, list[str]]:
+    return {
+        "diagnose": ["diagnose", logdir],
+        "compare": ["compare", logdir, f"{scheme}://{BUCKET}/baseline"],
+        "watch": ["watch", logdir],
+    }
+
+
+# Each fault: every command once and both schemes (a CLI call takes seconds; the three commands
+# meet the bucket through the same loader, `read.logdir`).
+@pytest.mark.parametrize(("scheme", "command"), [("s3", "diagnose"), ("s3", "watch"), ("gs", "compare")])
+def test_a_bucket_that_does_not_exist(scheme, command):
+    with running_emulator(scheme) as emulator:
+        args = commands(scheme, f"{scheme}://{MISSING}/logs")[command]
+        one_line_exit_2(cli(*args, env=emulator.env), f"{scheme}://{MISSING}/logs", "bucket does not exist")
+
+
+@pytest.mark.parametrize(("scheme", "command"), [("s3", "compare"), ("gs", "diagnose"), ("gs", "watch")])
+def test_an_endpoint_that_takes_no_connection(scheme, command):
+    """Said at once, naming the variable that points at it (gcsfs alone retried ~75 s)."""
+    variable = {"s3": "AWS_ENDPOINT_URL", "gs": "STORAGE_EMULATOR_HOST"}[scheme]
+    env = client_environment(scheme, f"http://127.0.0.1:{free_port()}")
+    args = commands(scheme, f"{scheme}://{BUCKET}/logs")[command]
+    one_line_exit_2(cli(*args, env=env, timeout=60), "does not answer", variable)
+
+
+def test_credentials_the_store_refuses():
+    """moto checking every request's keys (it knows none): S3's InvalidAccessKeyId."""
+    with running_emulator("s3", refusing_credentials=True) as refusing:
+        one_line_exit_2(cli("diagnose", f"s3://{BUCKET}/logs", env=refusing.env), "refused the credentials", "AWS_")
+
+
+def test_compare_keeps_the_urls_double_slash_in_run_names(tmp_path):
+    """Two runs in the bucket compared: the JSON and the text name them s3://... (not s3:/...).
+    (gs:// goes through the same naming.)"""
+    import keras
+    import numpy as np
+
+    from tb_trainhealth import HealthCallback
+
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    with running_emulator("s3") as emulator:
+        for name in ("good", "bad"):
+            keras.utils.set_random_seed(0)
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+            model.compile(keras.optimizers.SGD(0.01), "mse")
+            callback = HealthCallback(str(tmp_path / name), verbose=False)
+            model.fit(x, x.sum(axis=1), epochs=2, batch_size=16, verbose=0, callbacks=[callback])
+            emulator.filesystem().put(str(tmp_path / name), f"{BUCKET}/runs/{name}", recursive=True)
+        run, baseline = (f"s3://{BUCKET}/runs/{name}" for name in ("bad", "good"))
+        answer = cli("compare", run, baseline, "--json", env=emulator.env)
+        assert answer.returncode in (0, 1), answer.stderr[-2000:]
+        shown = json.loads(answer.stdout)
+        assert (shown["run"], shown["baseline"]) == (run, baseline), shown
+        text = cli("compare", run, baseline, env=emulator.env)
+    assert run in text.stdout and f"s3:/{BUCKET}" not in text.stdout, text.stdout
+
+
+class NoRunsYet:
+    """The tab's diagnosis cache over a bucket TensorBoard lists nothing in."""
+
+    def all(self, ctx):
+        return [], []
+
+
+def test_the_tab_says_a_refused_listing_not_no_runs_yet(monkeypatch):
+    """A bucket that does not exist lists nothing: the runs route says why (the tab heads it
+    "This TensorBoard cannot read the bucket"); an empty bucket that lists is still "no runs"."""
+    from tensorboard import context as tb_context
+
+    from tb_trainhealth.plugin import route_answers
+
+    # (What this test process has installed: TensorFlow, which reads no s3://; its own test.)
+    monkeypatch.setattr(route_answers, "bucket_unreadable", lambda logdir: None)
+    with running_emulator("s3") as emulator, environment(emulator.env):
+        missing = route_answers.runs_answer(NoRunsYet(), tb_context.RequestContext(), None, f"s3://{MISSING}/logs")
+        empty = route_answers.runs_answer(NoRunsYet(), tb_context.RequestContext(), None, f"s3://{BUCKET}/logs")
+    assert missing["logdir_problem_kind"] == route_answers.BUCKET_UNREADABLE, missing
+    assert "bucket does not exist" in missing["logdir_problem"] and f"s3://{MISSING}/logs" in missing["logdir_problem"]
+    assert (empty["logdir_problem_kind"], empty["logdir_problem"], empty["runs"]) == (None, None, [])

@@ -1,0 +1,58 @@
+"""Adding HealthCallback changes nothing about the training it watches (issue 53, part 1): a few of
+`bench/transparency.py`'s programs, each run plain and with the callback, same seed; and where the
+callback cannot measure without changing the fit, it says so (`part_not_recorded`)."""
+
+from __future__ import annotations
+
+import sys
+
+import keras
+import numpy as np
+import pytest
+from conftest import ROOT, diagnose_logdir
+
+from tb_trainhealth import HealthCallback
+from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP
+from tb_trainhealth.findings import Severity
+
+if ROOT not in sys.path:  # (bench/ is a folder of the project root)
+    sys.path.insert(0, ROOT)
+from bench import transparency
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        # The issue's crash: Keras keeps its traced step (head only); a new trace would hand the
+        # optimizer the base's variables ("Unknown variable ... originally built with").
+        "unfreeze_nested_without_compile",
+        "unfreeze_nested_plain_first",
+        # Freezing without compile: Keras goes on training the frozen layer; a new trace would not.
+        "freeze_without_compile",
+    ],
+)
+def test_the_callback_changes_neither_losses_nor_crashes(program):
+    result = transparency.compare(program, transparency._seeded(transparency.CHANGES[program]))
+    assert result["differences"] == [], result
+    assert result["crash_plain"] is None and result["epochs"] > 0
+
+
+def test_a_fit_whose_step_was_traced_before_trainable_changed_says_what_it_left_out(tmp_path):
+    """Fitted plain with the base frozen, unfrozen without compile, fitted with the callback: the
+    callback keeps Keras' traced step (no probe) and records why, instead of crashing the fit."""
+    transparency._keras()
+    keras.utils.set_random_seed(0)
+    model = transparency._nested()
+    transparency._set_base_trainable(model, False)
+    transparency._compile(model)
+    x, y = transparency._data()
+    model.fit(x, y, epochs=1, verbose=0)
+    transparency._set_base_trainable(model, True)
+    history = model.fit(x, y, epochs=2, verbose=0, callbacks=[HealthCallback(str(tmp_path / "run"), verbose=False)])
+    assert np.isfinite(history.history["loss"]).all()
+    findings = diagnose_logdir(str(tmp_path))["run"]
+    left_out = [f for f in findings if f.code == "part_not_recorded"]
+    assert left_out and STALE_TRAIN_STEP in left_out[0].detail, [f.title for f in findings]
+    assert "training_crash" not in {f.code for f in findings}
+    (stale,) = [f for f in findings if f.code == "model_config" and f.severity == Severity.WARNING]
+    assert "Trainable changed without compile" in stale.title and "compile" in stale.fixes[0].code
