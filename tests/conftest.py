@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import sys
 import threading
 
@@ -90,6 +92,30 @@ def alarms(findings: list[Finding]) -> list[str]:
 def run_python(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """A Python subprocess in the project root (its own TensorFlow: device set-up, memory caps)."""
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+# What makes a test slow (pytest.ini's markers): the session's demo trainings (3-4 min on 2 cores
+# before the first test that needs them), a model trained by the test's module (in its process or a
+# subprocess: its source imports TensorFlow or Keras, or names a training helper), a browser, a
+# bucket emulator. The quick set (`-m "not slow"`) is what is left: rules, reading, CLI, contracts.
+SLOW_FIXTURES = frozenset({"scenario_logdir", "scenario_findings"})
+TRAINS = re.compile(
+    r"^\s*(?:import|from) (?:tensorflow|keras|tf_keras)\b|HealthCallback\(|tb_trainhealth\.fit\(|"
+    r"\b(?:compare|distributed|multi_worker|tf_keras|oom|stall|live|bucket)_training(?:\.py|\b.*\bimport\b)",
+    re.M,
+)
+
+
+@functools.cache
+def _module_trains(path: str) -> bool:
+    return bool(TRAINS.search(Path(path).read_text()))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        in_browser_or_bucket = item.get_closest_marker("browser") or item.get_closest_marker("bucket")
+        if in_browser_or_bucket or SLOW_FIXTURES & set(item.fixturenames) or _module_trains(str(item.path)):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session, exitstatus):

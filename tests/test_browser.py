@@ -22,7 +22,10 @@ from tb_trainhealth.contract.vocab import RunStatus
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"),
+]
 
 XSS_RUN = "<img src=x onerror=alert(1)>"
 EPOCHS_RUN = "plain_keras_nan"  # Keras' TensorBoard callback alone, per-epoch scalars only

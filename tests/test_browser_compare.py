@@ -11,7 +11,10 @@ from tensorboard_process import get_json, running_tensorboard, wait_for
 from test_browser import CHROMIUM, CHROMIUM_ARGS, health_frame
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"),
+]
 
 # A copy of the baseline under a name that is HTML; after "base" in name order, so "best" still picks "base".
 XSS_RUN = "~<img src=x onerror=alert(1)>"

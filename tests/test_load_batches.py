@@ -71,7 +71,10 @@ def test_diagnoses_in_batches_are_those_of_one_load(five_runs, monkeypatch):
     assert diverging == {"run_1", "run_3"}
 
 
-def test_a_reader_that_stops_early_leaves_no_server_or_scratch_directory_behind(five_runs):
+def test_a_reader_that_stops_early_leaves_no_server_or_scratch_directory_behind(five_runs, tmp_path, monkeypatch):
+    # Its own temporary directory: in the shared one, another copy of the suite makes and removes these too.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
     def scratch() -> set[str]:
         return set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_trainhealth_runs_*")))
 

@@ -3,6 +3,9 @@ failing update, and the finding names the layer, the op, the step and the op's o
 
 from __future__ import annotations
 
+import gc
+import logging
+
 import keras
 import numpy as np
 import pytest
@@ -242,3 +245,37 @@ def test_replay_leaves_batchnorm_statistics_and_dropout_seeds_as_they_were():
     assert origin["where"] == "forward" and origin["layer"] == "log_features"  # replayed in full
     for old, variable in zip(before, model.non_trainable_variables):
         np.testing.assert_array_equal(variable.numpy(), old)
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_replaying_a_recurrent_layer_leaves_no_tensorflow_error_block():
+    """check_numerics stops Keras' eager RNN loop at the step that overflows; the TensorArray that
+    step wrote is never read, and TensorFlow logged "ERROR:tensorflow: Object was never used (type
+    <class '...TensorArray'>)" when it was collected (the demo's rnn_exploding_to_nan, issue 55)."""
+    from tb_trainhealth.callback.nan.nan_origin import localize
+
+    model = keras.Sequential(
+        [
+            keras.Input((20, 4)),
+            keras.layers.SimpleRNN(8, activation="linear", recurrent_initializer=keras.initializers.Orthogonal(1e6)),
+            keras.layers.Dense(1),
+        ]
+    )
+    batch = (tf.ones((4, 20, 4)), tf.zeros((4, 1)))  # overflows to inf after a few of the 20 steps
+    records, tf_logger = _Records(), logging.getLogger("tensorflow")
+    tf_logger.addHandler(records)
+    try:
+        origin = localize(model, batch)
+        gc.collect()
+    finally:
+        tf_logger.removeHandler(records)
+    assert origin["where"] == "forward" and origin["layer"] == model.layers[0].name
+    assert [m for m in records.messages if "never used" in m] == []

@@ -19,6 +19,8 @@ from bucket_emulators import BUCKET, SCHEMES, environment, running_emulator
 from conftest import ROOT
 from tensorboard_process import get_json, running_tensorboard, wait_for
 
+pytestmark = pytest.mark.bucket
+
 TRAINING = os.path.join(ROOT, "tests", "bucket_training.py")
 RUN = "logs/run1"
 

@@ -1,7 +1,8 @@
 """README and its pages under docs/ say what the code does: the tables of finding codes and the
 description of `diagnose --json` are checked against the rule registry and the JSON the CLI writes,
 so the two cannot drift apart again (a code left out, a row pasted into another, a key never written);
-README's first screen holds the two set-up commands, the second of them the one CI runs.
+README's first screen holds the two set-up commands above the picture, the second of them the one CI runs
+(every test), and the quick set's command.
 """
 
 from __future__ import annotations
@@ -187,13 +188,23 @@ def test_the_scale_logdir_has_one_size_everywhere():
 # README's set-up commands, as "## Set up" gives them: one runs the demo and the Health tab, one the tests.
 DEMO_COMMAND = "pip install -e '.[tf]' && python demo/make_demo_logs.py demo_logs && tb-trainhealth diagnose demo_logs"
 TEST_COMMAND = "pip install -e '.[tf,test]' && pytest -q"
+QUICK_COMMAND = 'pytest -q -m "not slow"'  # the quick set (pytest.ini's markers)
 
 
 def test_the_first_screen_shows_the_tab_and_both_set_up_commands_and_ci_runs_the_test_command():
     first_screen = "\n".join(README.splitlines()[:40])
     commands = re.findall(r"^```\n(.*?)\n```$", first_screen, re.S | re.M)
     assert "![The Health tab](docs/health-tab.png)" in first_screen
+    # set-up above the picture: on a laptop's first screen
+    assert first_screen.index("## Set up") < first_screen.index("![The Health tab]")
+    assert f"`{QUICK_COMMAND}`" in first_screen
     assert any(command.startswith(DEMO_COMMAND) for command in commands), commands
     assert TEST_COMMAND in commands
     ci_run = (Path(ROOT) / ".ci" / "run").read_text().strip().splitlines()
     assert ci_run[-1] == TEST_COMMAND
+
+
+def test_the_quick_set_leaves_out_the_slow_markers_and_they_are_registered():
+    ini = (Path(ROOT) / "pytest.ini").read_text()
+    for marker in ("slow", "browser", "bucket"):
+        assert re.search(rf"^    {marker}: ", ini, re.M), marker

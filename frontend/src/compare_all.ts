@@ -10,7 +10,8 @@ import { store, stored, STORE_COMPARE_ALL } from "./storage";
 
 export class CompareAllView {
   readonly element = h("main", { class: "th-main", testid: "compare-all", attrs: { hidden: "" } });
-  private readonly select = h("select", { class: "th-compare-select", testid: "compare-all-baseline", attrs: { "aria-label": "Compare every run with" } });
+  // Named by its heading, a <label>: getByLabel("Compare all runs with…").
+  private readonly select = h("select", { class: "th-compare-select", testid: "compare-all-baseline", attrs: { id: "th-compare-all-with" } });
   private readonly body = h("div", { class: "th-compare-all-body" });
   private names: string[] = [];
   private token = 0; // a newer load makes older ones drop their results
@@ -20,7 +21,7 @@ export class CompareAllView {
     this.element.appendChild(
       h("section", { class: "th-card th-compare" }, [
         h("div", { class: "th-card-head" }, [
-          h("h3", { class: "th-card-title", text: "Compare all runs with\u2026" }),
+          h("h3", { class: "th-card-title" }, [h("label", { text: "Compare all runs with\u2026", attrs: { for: "th-compare-all-with" } })]),
           this.select,
           h("span", { class: "th-muted th-compare-hint", text: "worst first; click a run to see its comparison" }),
         ]),

@@ -21,7 +21,8 @@ const AGAINST: Record<Verdict, string> = { worse: "than", same: "as", better: "t
 
 export class CompareSection {
   readonly element = h("section", { class: "th-card th-compare", testid: "compare" });
-  private readonly select = h("select", { class: "th-compare-select", testid: "compare-select", attrs: { "aria-label": "Compare with a baseline run" } });
+  // Named by its heading, a <label>: found as getByLabel("Compare with…") or getByRole("combobox", { name: "Compare with" }).
+  private readonly select = h("select", { class: "th-compare-select", testid: "compare-select", attrs: { id: "th-compare-with" } });
   private readonly body = h("div", { class: "th-compare-body" });
   private readonly charts = new EvidenceCharts();
   private run: string | null = null;
@@ -32,7 +33,7 @@ export class CompareSection {
   constructor() {
     this.element.append(
       h("div", { class: "th-card-head" }, [
-        h("h3", { class: "th-card-title", text: "Compare with\u2026" }),
+        h("h3", { class: "th-card-title" }, [h("label", { text: "Compare with\u2026", attrs: { for: "th-compare-with" } })]),
         h("span", { class: "th-muted th-compare-hint", text: "a baseline run: what changed, and whether this run is worse" }),
         this.select,
       ]),

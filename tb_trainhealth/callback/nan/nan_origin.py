@@ -13,7 +13,9 @@ layer's forward output in order (the first non-finite one is re-run under
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -50,12 +52,54 @@ def _first_position(value: Any) -> list[int] | None:
     return [int(i) for i in bad[0].numpy()] if bad.shape[0] else None
 
 
+@contextlib.contextmanager
+def _whole_tracebacks() -> Iterator[None]:
+    """Keras 3 (its own switch) and tf_keras and TensorFlow (`tf.debugging`'s) cut their frames
+    out of an error's traceback, which drops them at once; `_sate_abandoned_arrays` needs them."""
+    switches = [
+        (keras.config.is_traceback_filtering_enabled, keras.config.enable_traceback_filtering,
+         keras.config.disable_traceback_filtering),
+        (tf.debugging.is_traceback_filtering_enabled, tf.debugging.enable_traceback_filtering,
+         tf.debugging.disable_traceback_filtering),
+    ]  # fmt: skip
+    were_on = [is_on() for is_on, _, _ in switches]
+    for (_, _, off), on in zip(switches, were_on):
+        if on:
+            off()
+    try:
+        yield
+    finally:
+        for (_, back_on, _), on in zip(switches, were_on):
+            if on:
+                back_on()
+
+
+def _sate_abandoned_arrays(err: BaseException) -> None:
+    """Marks as used the TensorArrays that `err` left half-written. check_numerics stops a
+    recurrent layer's eager loop (Keras' TensorFlow backend writes each step's output into a
+    TensorArray) at the step that overflows; the arrays that loop holds are never read again,
+    and TensorFlow logged an "ERROR:tensorflow: Object was never used (type <class
+    '...TensorArray'>)" block for each when it was collected (the demo's RNN run, issue 55).
+    They are the loop body's arguments, in the frames of the traceback."""
+    tb = err.__traceback__
+    while tb is not None:
+        for value in tb.tb_frame.f_locals.values():
+            for item in value if isinstance(value, tuple) else (value,):  # loop_vars: (time, (arrays,), ...)
+                for array in item if isinstance(item, tuple) else (item,):
+                    mark_used = getattr(array, "mark_used", None) if isinstance(array, tf.TensorArray) else None
+                    if mark_used is not None:  # (only the arrays `write` returned are watched)
+                        mark_used()
+        tb = tb.tb_next
+
+
 def _op_of(compute) -> tuple[str | None, str]:
     """Run `compute` with every eager op checked: (op type, message) of the first non-finite op."""
     tf.debugging.enable_check_numerics()
     try:
-        compute()
+        with _whole_tracebacks():
+            compute()
     except Exception as err:  # check_numerics raises InvalidArgumentError naming the op
+        _sate_abandoned_arrays(err)
         message = str(err)
         match = _OP_TYPE.search(message)
         return (match.group(1) if match else None), _summary(message)
