@@ -38,7 +38,7 @@ def rolling_median(values: np.ndarray, window: int) -> np.ndarray:
 # Above this many window elements in all, a window kept sorted (O(n log w), a Python step per
 # point) is cheaper than numpy's median of every window (O(n w)). Same numbers: each median is the
 # middle element, or the mean of the two middle ones, of the same values.
-_SORTED_WINDOW_ABOVE = 200_000
+_SORTED_WINDOW_ABOVE = 20_000
 
 
 def _rolling_median_sorted(values: list[float], half: int) -> np.ndarray:

@@ -278,13 +278,16 @@ def _decode_template(
     template = _template(data[first : first + length])
     if template is None:
         return None
-    window = np.lib.stride_tricks.sliding_window_view(buffer, length)
     record_starts = starts[indices]
     reference = buffer[first : first + length]
+    fixed = _runs(~template.mask)
+    # One gather of each record's bytes up to the last that is not a value's (a memcpy per record).
+    span = max(end for _, end in [*fixed, template.step, template.wall or (0, 0)])
+    head = np.lib.stride_tricks.sliding_window_view(buffer, span)[record_starts]
     matches = np.ones(len(indices), bool)
-    for start, end in _runs(~template.mask):  # the bytes every record of the template shares
-        matches &= _same_bytes(window[record_starts, start:end], reference[start:end])
-    step_bytes = window[record_starts, template.step[0] : template.step[1]]
+    for start, end in fixed:  # the bytes every record of the template shares
+        matches &= _same_bytes(np.ascontiguousarray(head[:, start:end]), reference[start:end])
+    step_bytes = head[:, template.step[0] : template.step[1]]
     matches &= np.all(step_bytes[:, :-1] >= 0x80, axis=1) & (step_bytes[:, -1] < 0x80)
     if not matches[0]:
         return None  # cannot happen (the first matches itself): parsed one by one
@@ -293,8 +296,9 @@ def _decode_template(
     for k in range(step_bytes.shape[1]):
         steps |= (step_bytes[:, k].astype(np.uint64) & np.uint64(0x7F)) << np.uint64(7 * k)
     steps = steps.view(np.int64)
+    head = head[matches]
     if template.wall is not None:
-        wall_bytes = window[record_starts, template.wall[0] : template.wall[1]]
+        wall_bytes = head[:, template.wall[0] : template.wall[1]]
         walls = np.ascontiguousarray(wall_bytes).view("<f8").ravel().astype(np.float64)
     else:
         walls = np.zeros(len(taken), np.float64)
