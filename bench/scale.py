@@ -2,8 +2,9 @@
 
 Builds (once, cached under --logdir) 100 runs x 100,000 steps of a 100-layer model laid out
 as HealthCallback writes them (~4.9 GiB; it prints the size), then times `diagnose --json` as a user runs it
-(through TensorBoard's Rust data server) and, on the first --compare runs only, side by side
-with TensorBoard's Python ingester (the path without the data server), scaled per run.
+(each run read from its files, read/file_provider.py, in a process per core) and, on the first
+--compare runs only, side by side with TensorBoard's loaders (TB_TRAINHEALTH_LOADER=tensorboard:
+the Rust data server, and the Python ingester without it), scaled per run.
 Peak memory is the largest sum of RSS over the CLI and its children, sampled every 50 ms.
 Each `diagnose` is timed beside a plain read of the same bytes in the same run (`cat` of every
 event file to /dev/null, just before it), and the ratio is printed: machine noise cancels.
@@ -126,13 +127,17 @@ def main() -> int:
     if args.compare:
         few = subset(args.logdir, args.compare)
         few_plain = plain_read(few)
-        fast_wall, fast_peak, _ = run_cli(few, {})
-        slow_wall, slow_peak, _ = run_cli(few, {"TENSORBOARD_DATA_SERVER_BINARY": "/nonexistent"})
-        print(f"first {args.compare} runs, plain read:     {few_plain:6.1f} s")
-        print(f"first {args.compare} runs, data server:    {fast_wall:6.1f} s  peak {fast_peak / 2**20:6.0f} MiB"
+        tensorboard = {"TB_TRAINHEALTH_LOADER": "tensorboard"}
+        files_wall, files_peak, _ = run_cli(few, {})
+        fast_wall, fast_peak, _ = run_cli(few, tensorboard)
+        slow_wall, slow_peak, _ = run_cli(few, {**tensorboard, "TENSORBOARD_DATA_SERVER_BINARY": "/nonexistent"})
+        print(f"first {args.compare} runs, plain read:      {few_plain:6.1f} s")
+        print(f"first {args.compare} runs, from the files:  {files_wall:6.1f} s  peak {files_peak / 2**20:6.0f} MiB"
+              f"  ({files_wall / few_plain:.1f}x the plain read)")  # fmt: skip
+        print(f"first {args.compare} runs, data server:     {fast_wall:6.1f} s  peak {fast_peak / 2**20:6.0f} MiB"
               f"  ({fast_wall / few_plain:.1f}x the plain read)")  # fmt: skip
         print(f"first {args.compare} runs, Python ingester: {slow_wall:6.1f} s  peak {slow_peak / 2**20:6.0f} MiB"
-              f"  ({slow_wall / fast_wall:.1f}x slower; ~{slow_wall / args.compare * args.runs:.0f} s for all)")  # fmt: skip
+              f"  ({slow_wall / fast_wall:.1f}x the data server; ~{slow_wall / args.compare * args.runs:.0f} s for all)")  # fmt: skip
     return 0
 
 
