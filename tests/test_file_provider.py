@@ -109,3 +109,10 @@ def test_what_the_reader_leaves_to_tensorboard_is_said(tmp_path):
         f.write(b"\x00" * 12)  # a length that fails its checksum
     with pytest.raises(record_stream.NotSimple, match="checksum"):
         record_stream.read_file(path)
+
+
+def test_a_run_too_big_to_hold_in_memory_is_left_to_the_data_server(tmp_path, monkeypatch):
+    write_run(str(tmp_path / "big"), steps=50, layers=2)
+    monkeypatch.setattr(file_provider, "MAX_RUN_BYTES", 1000)
+    with pytest.raises(file_provider.NotSimple, match="over"):
+        file_provider.load_runs(str(tmp_path), ["big"], SAMPLES_PER_PLUGIN)

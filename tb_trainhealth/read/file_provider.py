@@ -14,8 +14,8 @@ plugins this package reads, with the data server's rules:
   evenly spaced points and the last one, where the data server keeps a random sample and the
   last one: series the data server keeps in full read the same here.
 
-A run with anything else (a broken file, a tensor without metadata, a scalar of another type)
-raises NotSimple: the caller reads that run with TensorBoard's own loader.
+A run with anything else (a broken file, a tensor without metadata, a scalar of another type,
+files over MAX_RUN_BYTES in all: they are held in memory while read) raises NotSimple: the caller reads that run with TensorBoard's own loader.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from tb_trainhealth.read.record_stream import NotSimple, Part, read_file
 __all__ = ["FileProvider", "NotSimple", "load_runs"]
 
 _READ_PLUGINS = (tags.PLUGIN_NAME, tags.RECORDS_PLUGIN_NAME, tags.SCALARS_PLUGIN_NAME)
+# A run's files are held in memory while it is read: a bigger run is left to the data server, which streams.
+MAX_RUN_BYTES = 256 << 20
 _FILE_ORDER = 10**15  # a value's place: file index * _FILE_ORDER + its place in its file
 
 
@@ -82,12 +84,15 @@ def load_run(directory: str, samples: dict[str, int]) -> _Run | None:
     except OSError as err:
         raise NotSimple(f"cannot list {directory}: {err}") from err
     parts: dict[str, list[Part]] = {}
-    start_time, events = None, 0
+    start_time, events, total = None, 0, 0
     for index, name in enumerate(names):
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             continue
         try:
+            total += os.path.getsize(path)
+            if total > MAX_RUN_BYTES:
+                raise NotSimple(f"{directory}'s event files are over {MAX_RUN_BYTES >> 20} MiB")
             read = read_file(path)
         except OSError as err:
             raise NotSimple(f"cannot read {path}: {err}") from err
