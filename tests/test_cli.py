@@ -40,16 +40,20 @@ def test_json_output_matches_the_engine_and_the_contract(scenario_logdir, scenar
     assert {r["run"]: r["status"] for r in runs}["healthy_mlp"] == "ok"
 
 
-def test_local_logdirs_load_through_the_data_server_and_read_the_same_without_it(scenario_logdir):
+def test_local_logdirs_read_from_the_files_the_same_as_through_the_data_server_and_without_it(scenario_logdir):
     from tensorboard.data.grpc_provider import GrpcDataProvider
 
+    from tb_trainhealth.cli.diagnose import LOADER_VARIABLE, TENSORBOARD_LOADERS
     from tb_trainhealth.read.logdir import loaded_logdir
 
     with loaded_logdir(scenario_logdir) as provider:
         assert isinstance(provider, GrpcDataProvider)  # TensorBoard's Rust loader (bench/scale.py times both)
-    fast = cli("diagnose", scenario_logdir, "--json", env={"RUST_LOG": "warn"})  # the user's RUST_LOG
+    files = cli("diagnose", scenario_logdir, "--json")  # read from the files (read/file_provider.py)
+    loaders = {LOADER_VARIABLE: TENSORBOARD_LOADERS}
+    fast = cli("diagnose", scenario_logdir, "--json", env={"RUST_LOG": "warn", **loaders})  # the user's RUST_LOG
+    assert files.returncode == fast.returncode and json.loads(files.stdout) == json.loads(fast.stdout)
     for server in ("/nonexistent", "/bin/false"):  # not installed; installed but cannot start
-        slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": server})
+        slow = cli("diagnose", scenario_logdir, "--json", env={"TENSORBOARD_DATA_SERVER_BINARY": server, **loaders})
         assert slow.returncode == fast.returncode == 1 and slow.stderr == ""
         assert json.loads(slow.stdout) == json.loads(fast.stdout)
 

@@ -1,4 +1,5 @@
-"""The CLI's one-pass load: a few training runs at a time, each batch by a data server of its own."""
+"""The CLI's one-pass load: each training run read from its files in a process per core; runs left to
+TensorBoard a few at a time, each batch by a data server of its own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from synthetic_logs import write_run
 
 from tb_trainhealth import cli
-from tb_trainhealth.read import load_batches
+from tb_trainhealth.read import file_provider, load_batches
 
 
 def touch_events(path) -> None:
@@ -58,8 +59,19 @@ def five_runs(tmp_path_factory) -> str:
     return str(root)
 
 
-def test_diagnoses_in_batches_are_those_of_one_load(five_runs, monkeypatch):
-    whole = cli.diagnose_logdir(five_runs)
+def tensorboard_loaders_only(monkeypatch) -> None:
+    """Every run left to TensorBoard's loaders, as for a run whose files `file_provider` does not
+    read (the pool's processes are forked: they see the patch)."""
+
+    def not_simple(*args, **kwargs):
+        raise file_provider.NotSimple("left to TensorBoard in this test")
+
+    monkeypatch.setattr(file_provider, "load_runs", not_simple)
+
+
+def test_diagnoses_read_from_the_files_are_those_of_the_data_server_in_batches(five_runs, monkeypatch):
+    whole = cli.diagnose_logdir(five_runs)  # read from the files, in a process per core
+    tensorboard_loaders_only(monkeypatch)
     monkeypatch.setattr(load_batches, "RUNS_PER_BATCH", 2)
     servers = []
     loaded_once = load_batches.data_server.loaded_once
@@ -90,6 +102,7 @@ def test_a_reader_that_stops_early_leaves_no_server_or_scratch_directory_behind(
 
 
 def test_without_the_data_server_every_run_is_read_at_once_in_this_process(five_runs, monkeypatch):
+    tensorboard_loaders_only(monkeypatch)
     monkeypatch.setenv("TENSORBOARD_DATA_SERVER_BINARY", "/nonexistent")
     providers = list(load_batches.loaded_run_batches(five_runs))
     assert len(providers) == 1
@@ -112,5 +125,6 @@ def test_runs_that_cannot_be_linked_are_read_without_the_data_server(five_runs, 
         raise OSError(1314, "A required privilege is not held by the client")
 
     whole = cli.diagnose_logdir(five_runs)
+    tensorboard_loaders_only(monkeypatch)
     monkeypatch.setattr(load_batches.os, "symlink", no_symlinks)
     assert cli.diagnose_logdir(five_runs) == whole

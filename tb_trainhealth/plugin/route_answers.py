@@ -27,7 +27,7 @@ from tb_trainhealth.compare.comparison import CODE as WORSE
 from tb_trainhealth.compare.comparison import Comparison, compare
 from tb_trainhealth.contract.events import ComparisonEvent
 from tb_trainhealth.diagnosis import Diagnosis
-from tb_trainhealth.plugin import compare_curves
+from tb_trainhealth.plugin import compare_curves, diagnosis_cache
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.read import event_files
 from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
@@ -70,8 +70,13 @@ def runs_answer(
     exist or is not a folder; TensorBoard has nothing here that reads a bucket's scheme), else
     null: "no runs" would send the user looking for a bug in training; `logdir_problem_kind` says
     which of these it is (MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE), or null."""
+    started = time.monotonic()
+    if files is not None:
+        files.latest(wait=0)  # a first look starts checking the files while the runs are diagnosed
     diagnoses, pending = cache.all(ctx)
-    problems = files.latest(wait=ANSWER_WITHIN_SECONDS) if files is not None else {}
+    # One time budget for both: a first look answers within ANSWER_WITHIN_SECONDS, not twice that.
+    remaining = max(0.0, diagnosis_cache.ANSWER_WITHIN_SECONDS - (time.monotonic() - started))
+    problems = files.latest(wait=remaining) if files is not None else {}
     reports = logdir_reports(diagnoses, problems, pending=[group.name for group in pending])
     kind, problem = logdir_problem(logdir)
     if problem is None and not reports and logdir and not is_local(logdir):

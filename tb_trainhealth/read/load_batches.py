@@ -79,16 +79,16 @@ def linked_runs(logdir: str, runs: list[str]) -> Iterator[str]:
         yield root
 
 
-def loaded_run_batches(logdir: str) -> Iterator[tb_provider.DataProvider]:
+def loaded_run_batches(logdir: str, runs: list[str] | None = None) -> Iterator[tb_provider.DataProvider]:
     """Every run under `logdir` for one pass over them: a batch at a time through the data
     server (`loaded_in_batches`) where it runs, else all at once with `logdir.loaded_logdir`
     (remote logdirs, no data server, runs that cannot be linked; after a batch failed to load,
     runs already yielded come again: skip those already read). Raises NoRunsError when no
-    loader lists a run."""
+    loader lists a run. runs: only these (TensorBoard run names) where batches are loaded."""
     listed = False
     if is_local(logdir):
         try:
-            for provider in loaded_in_batches(logdir):
+            for provider in loaded_in_batches(logdir, runs=runs):
                 listed = listed or has_runs(provider)
                 yield provider
         except data_server.DataServerUnavailable as err:
@@ -101,12 +101,14 @@ def loaded_run_batches(logdir: str) -> Iterator[tb_provider.DataProvider]:
         yield provider
 
 
-def loaded_in_batches(logdir: str, runs_per_batch: int | None = None) -> Iterator[tb_provider.DataProvider]:
+def loaded_in_batches(
+    logdir: str, runs_per_batch: int | None = None, runs: list[str] | None = None
+) -> Iterator[tb_provider.DataProvider]:
     """A DataProvider per batch of training runs under a local `logdir`, each loaded in full by
     a data server of its own and valid until the next is asked for; the next batch loads
     meanwhile. Raises DataServerUnavailable where a batch cannot be loaded (no server for this
     platform: at the first; a server that died: at any)."""
-    work = batches(training_runs(run_directories(logdir)), runs_per_batch or RUNS_PER_BATCH)
+    work = batches(training_runs(run_directories(logdir) if runs is None else runs), runs_per_batch or RUNS_PER_BATCH)
     loads: list[concurrent.futures.Future] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tb-trainhealth-load") as loader:
         try:

@@ -158,20 +158,48 @@ class RunReport:
         return form
 
 
+@dataclasses.dataclass(frozen=True)
+class ToldRun:
+    """A diagnosed run's report told where it was diagnosed, before its event files are checked,
+    so its series need not travel: told both ways a file problem can change it (one that hides
+    the run's end drops `ended_abruptly`, and with it maybe the lead); `with_problems` picks."""
+
+    run: str
+    whole: RunReport
+    cut: RunReport
+
+    @classmethod
+    def of(cls, diagnosis: Diagnosis) -> ToldRun:
+        whole = RunReport.of(diagnosis, [])
+        cut = whole
+        if any(finding.code == KILLED for finding in diagnosis.findings):
+            cut = RunReport.of(diagnosis, [FileProblem("", HIDES_THE_END[0], "")])
+        return cls(diagnosis.group.name, whole, cut)
+
+    def with_problems(self, problems: Iterable[FileProblem]) -> RunReport:
+        """`RunReport.of(diagnosis, problems)`."""
+        problems = list(problems)
+        hidden = any(problem.kind in HIDES_THE_END for problem in problems)
+        return dataclasses.replace(self.cut if hidden else self.whole, file_problems=problems)
+
+
 def logdir_reports(
     diagnoses: Iterable[Diagnosis],
     problems: Mapping[str, list[FileProblem]],
     pending: Iterable[str] = (),
     unread: Mapping[str, list[str]] | None = None,
+    told: Iterable[ToldRun] = (),
 ) -> list[RunReport]:
-    """Every run of a logdir: each diagnosis, each run still `pending`, each run `unread` (its
-    directory could not be listed: its errors), each with its event files' problems (`problems`: by
-    TensorBoard run, as `event_files` finds them), and each run TensorBoard does not list at all
-    that has an unreadable event file (one only still being written has nothing to show yet)."""
-    diagnoses, pending, unread = list(diagnoses), list(pending), dict(unread or {})
-    names = {d.group.name for d in diagnoses} | set(pending) | set(unread)
+    """Every run of a logdir: each diagnosis (or run `told` already), each run still `pending`, each
+    run `unread` (its directory could not be listed: its errors), each with its event files'
+    problems (`problems`: by TensorBoard run, as `event_files` finds them), and each run TensorBoard
+    does not list at all that has an unreadable event file (one only still being written has
+    nothing to show yet)."""
+    diagnoses, pending, unread, told = list(diagnoses), list(pending), dict(unread or {}), list(told)
+    names = {d.group.name for d in diagnoses} | {t.run for t in told} | set(pending) | set(unread)
     found = by_group(dict(problems), names)
     reports = [RunReport.of(diagnosis, found.pop(diagnosis.group.name, [])) for diagnosis in diagnoses]
+    reports += [one.with_problems(found.pop(one.run, [])) for one in told]
     reports += [RunReport.told(name, None, [], errors, found.pop(name, [])) for name, errors in unread.items()]
     reports += [RunReport.told(name, None, [], [], found.pop(name, []), pending=True) for name in pending]
     for name, listed in found.items():
