@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from synthetic_logs import write_run
 
 from tb_trainhealth import cli
-from tb_trainhealth.read import file_provider, load_batches
+from tb_trainhealth.cli.diagnose import LOADER_VARIABLE, TENSORBOARD_LOADERS
+from tb_trainhealth.read import load_batches
 
 
 def touch_events(path) -> None:
@@ -60,13 +61,8 @@ def five_runs(tmp_path_factory) -> str:
 
 
 def tensorboard_loaders_only(monkeypatch) -> None:
-    """Every run left to TensorBoard's loaders, as for a run whose files `file_provider` does not
-    read (the pool's processes are forked: they see the patch)."""
-
-    def not_simple(*args, **kwargs):
-        raise file_provider.NotSimple("left to TensorBoard in this test")
-
-    monkeypatch.setattr(file_provider, "load_runs", not_simple)
+    """Every run left to TensorBoard's loaders, as for a run whose files `file_provider` does not read."""
+    monkeypatch.setenv(LOADER_VARIABLE, TENSORBOARD_LOADERS)
 
 
 def test_diagnoses_read_from_the_files_are_those_of_the_data_server_in_batches(five_runs, monkeypatch):
