@@ -69,13 +69,14 @@ class Plan:
 
     @property
     def note(self) -> str | None:
-        """Why the plan's changes were not tried on the run's data, where trials were wanted; None otherwise."""
+        """Why the plan's changes were not tried on the run's data, where trials were wanted (skipped, or
+        out of time before its first step was tried); None otherwise."""
         trials = self.trials
         if trials is None:
             return None
         if trials.skipped:
             return f"Not tried on your data: {trials.skipped}."
-        if trials.untried:
+        if trials.untried and self.actions and not self.actions[0].tried:
             return f"Not tried in the time trials had ({trials.budget_seconds:.0f} s): {', '.join(trials.untried)}."
         return None
 

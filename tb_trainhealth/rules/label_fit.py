@@ -226,11 +226,11 @@ def _format(text: str, event: LintEvent) -> str:
 
 
 REAL_VALUED_TO_UNIT = Fix(
-    "Real-valued targets: scale them into [0, 1] for the sigmoid (and scale predictions back), or use a linear "
-    "output with mse.",
-    "y_min, y_max = y_train.min(), y_train.max()\ny_train = (y_train - y_min) / (y_max - y_min)"
-    "  # predictions: pred * (y_max - y_min) + y_min",
-    (SCALE_TARGETS,),
+    "Real-valued targets are a regression: a linear output with mse on standardised targets (or, to keep the "
+    "sigmoid, targets scaled into [0, 1]).",
+    "keras.layers.Dense(1)  # linear output\nmodel.compile(optimizer=..., loss='mse')\n"
+    "y_mean, y_std = y_train.mean(), y_train.std()\ny_train = (y_train - y_mean) / y_std  # predictions: pred * y_std + y_mean",
+    (CHANGE_OUTPUT, CHANGE_LOSS, SCALE_TARGETS),
 )
 
 

@@ -21,6 +21,7 @@ from tb_trainhealth.callback.preflight.clone import CloneError
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.trials.runner import run_trials
 from tb_trainhealth.callback.trials.sample import take_sample
+from tb_trainhealth.contract.events import NanOriginEvent
 from tb_trainhealth.contract.trial_events import TrialsEvent
 from tb_trainhealth.findings import Finding, Severity
 
@@ -117,6 +118,8 @@ def try_changes(
     """Run the trials where the fit failed (for `seconds`, else the usual budget); record (and
     return) what they measured."""
     codes = codes_to_try(findings)
+    if any(origin.where.in_batch for origin in recording.signals().events_of(NanOriginEvent)):
+        codes.discard("nonfinite")  # the batch itself held the NaN: the data is what to change
     if not codes:
         return None
     fit_seconds = time.perf_counter() - setup.started

@@ -18,6 +18,7 @@ from tb_trainhealth.callback.trials.task_error import Task
 from tb_trainhealth.findings import (
     ADD_CLIPPING,
     ADD_NONLINEARITY,
+    CHANGE_HIDDEN_ACTIVATION,
     CHANGE_INITIALIZER,
     CHANGE_LOSS,
     CHANGE_OUTPUT,
@@ -39,6 +40,8 @@ MAX_TARGET_SCALE = 10.0  # regression targets tried standardised beyond this mea
 MORE_STEPS = 3  # "train longer" is tried at this many times the steps
 CLIP_NORM = 1.0
 _BLOWN_UP = {"nonfinite", "exploding_gradients", "loss_divergence", "loss_oscillation"}
+_SATURATING = ("sigmoid", "tanh")
+_FLAT_UNITS = {"vanishing_gradients", "saturated_activation", "loss_plateau", "worse_than_constant"}
 _STARTS_BADLY = {"bad_initialization", "dead_relu", "saturated_activation", "vanishing_gradients"}
 _SLOW = {"undertrained", "loss_plateau", "worse_than_constant", "majority_class"}
 _PROBABILITY_LOSSES = ("binary_crossentropy", "categorical_crossentropy", "sparse_categorical_crossentropy")
@@ -127,6 +130,15 @@ def candidates(
                 "ReLU between the stacked layers",
                 "keras.layers.Dense(64, activation='relu')  # every hidden layer; the last keeps its own",
                 layer_config=_relu_hidden,
+            )
+        )
+    if codes & _FLAT_UNITS and _saturating_hidden(model):
+        out.append(
+            Candidate(
+                CHANGE_HIDDEN_ACTIVATION,
+                "ReLU hidden layers instead of sigmoid/tanh",
+                "keras.layers.Dense(64, activation='relu')  # every hidden layer; the last keeps its own",
+                layer_config=_relu_for_saturating,
             )
         )
     if rate is not None and rate > 0:
@@ -297,6 +309,19 @@ def _relu_hidden(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
     if is_last or config.get("activation") not in ("linear", None) or "units" not in config:
         return config
     return {**config, "activation": "relu"}
+
+
+def _relu_for_saturating(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
+    dense = "units" in config and "recurrent_activation" not in config  # (an LSTM's tanh stays)
+    if is_last or config.get("activation") not in _SATURATING or not dense:
+        return config
+    return {**config, "activation": "relu"}
+
+
+def _saturating_hidden(model: Any) -> bool:
+    """Hidden Dense layers with sigmoid or tanh (recurrent layers keep theirs: their gates need them)."""
+    dense = [layer for layer in model.layers if type(layer).__name__ == "Dense"]
+    return any(_activation(layer) in _SATURATING for layer in dense[:-1])
 
 
 def _linear_stack(model: Any) -> bool:
