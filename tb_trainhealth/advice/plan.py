@@ -237,7 +237,7 @@ def plan_lines(plan: Plan, indent: str = "  ") -> list[str]:
     """The plan for a terminal: each step's sentence, its code, and what its trial measured."""
     lines = []
     for number, action in enumerate(plan.actions, 1):
-        tried = "" if action.tried else "  (not tried)"
+        tried = "  (not tried)" if plan.trials is not None and not action.tried else ""  # (said where trials ran)
         lines.append(f"{indent}plan {number}. {action.text}{tried}")
         if action.code:
             lines.append(textwrap.indent(action.code, indent + " " * 9))
