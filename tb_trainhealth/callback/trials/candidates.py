@@ -221,7 +221,7 @@ def _data(sample: Sample, task: Task, output_activation: str) -> list[Candidate]
     if inputs and targets:  # unscaled both ways: the targets' scale is tried with the inputs scaled too
         both = dataclasses.replace(
             targets[0],
-            label=f"{inputs[0].label} and {targets[0].label.split(' ', 1)[-1] if 'standardised' in targets[0].label else targets[0].label}",
+            label=f"{inputs[0].label}, {targets[0].label}",
             code=f"{inputs[0].code}\n{targets[0].code}",
             scale_inputs=True,
         )
