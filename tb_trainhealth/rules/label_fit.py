@@ -241,7 +241,9 @@ def _fitting(event: LintEvent, fixes: tuple[Fix, ...]) -> tuple[Fix, ...]:
     several, two = fixes
     if event.classes is None:
         return (REAL_VALUED_TO_UNIT, two)
-    return (two, several) if event.classes <= 2 else (several, two)
+    low, high = event.label_min, event.label_max
+    two_codes = low is not None and high is not None and high - low == 1  # (1/2, -1/0: two values)
+    return (two, several) if event.classes <= 2 or two_codes else (several, two)
 
 
 def label_lint_findings(run: RunSignals) -> list[Finding]:

@@ -14,7 +14,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
-from tb_trainhealth.findings import RAISE_RATE, SCALE_INPUTS, Evidence, Finding, Fix, Severity
+from tb_trainhealth.findings import CHANGE_LABELS, RAISE_RATE, SCALE_INPUTS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import signed_percent
 from tb_trainhealth.rules.frozen_steps import RAISE_RATE_FIX, frozen_cause
 from tb_trainhealth.rules.weight_health import update_ratio_level
@@ -204,6 +204,7 @@ PLATEAU_FIXES = (
     Fix(
         "Check that the labels match the inputs (shuffled together, not constant) and the loss fits the task.",
         "print(np.unique(y_train, return_counts=True))",
+        (CHANGE_LABELS,),
     ),
     Fix(
         "Normalise the inputs to zero mean and unit variance.",
