@@ -64,7 +64,7 @@ def test_human_output_has_one_block_per_run_worst_first(scenario_logdir):
     lines = proc.stdout.splitlines()
     headers = [line for line in lines if line and not line.startswith(" ")]
     assert headers[0].startswith("CRITICAL") and any(h.startswith("OK") for h in headers)
-    assert "fix:" in proc.stdout and "nan_input" in proc.stdout
+    assert "  plan 1. " in proc.stdout and "nan_input" in proc.stdout
 
 
 def test_fail_on_warning(tmp_path):

@@ -80,8 +80,9 @@ def why_no_trials(model: Any) -> str | None:
         return "trials do not run under a distribution strategy"
     if type(model.optimizer).__name__ == "LossScaleOptimizer":
         return "trials do not run with mixed precision's loss scaling"
-    if model.count_params() > MAX_KEPT_PARAMS:
-        return f"the model has {model.count_params():,} weights: too large to keep a starting copy for trials"
+    weights = sum(int(np.prod(w.shape)) for w in model.weights)  # (count_params needs a built model)
+    if weights > MAX_KEPT_PARAMS:
+        return f"the model has {weights:,} weights: too large to keep a starting copy for trials"
     return None
 
 
