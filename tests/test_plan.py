@@ -92,11 +92,11 @@ def test_a_change_no_rule_proposed_but_a_trial_found_becomes_an_action():
     assert plan.actions[1].text == LOOK.text and not plan.actions[1].tried
 
 
-def test_a_change_tried_without_a_clear_change_is_told_last_and_says_so():
+def test_a_change_tried_without_a_clear_change_keeps_its_place_and_says_so():
     measured = trials(trial(RAISE_RATE, TrialVerdict.SAME, 0.9, "learning rate 0.001 -> 0.01"))
     plan = build_plan(run(measured), [finding("loss_plateau", RAISE, LOOK)])
-    assert [a.text for a in plan.actions] == [LOOK.text, RAISE.text]
-    assert "no clear change" in plan.actions[1].measured and not plan.overruled
+    assert [a.text for a in plan.actions] == [RAISE.text, LOOK.text]
+    assert "no clear change" in plan.actions[0].measured and not plan.overruled
 
 
 def test_the_plan_holds_at_most_three_actions_and_info_findings_add_none():

@@ -4,7 +4,7 @@ The rules each know a usual fix for what they found (`Finding.fixes`); those are
 shown as lists of their own. The plan takes them in the engine's order (causes before their
 symptoms, worst first), merges repeats (one action may answer several findings), and orders them by
 what the callback's trials measured on the run's own data (`TrialsEvent`): a change that helped
-comes first, best first; one that changed nothing measurable comes last; one that made things
+comes first, best first; one that changed nothing measurable keeps its place; one that made things
 worse is never advised, and neither is anything that points against a change that helped (a trial that raised the learning rate and won rules out
 "lower it"). A trial that helped where no rule proposed its change becomes an action of its own.
 Actions that do not apply to the run (a tf.data setting for a fit fed from arrays) are left out.
@@ -114,10 +114,9 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
         (a for a in ranked if a.trial is not None and a.trial.verdict is TrialVerdict.HELPED),
         key=lambda a: a.trial.error if a.trial and a.trial.error is not None else 1e9,
     )
-    untried = [a for a in ranked if a.trial is None]
-    # Tried without a clear change in the trial's few steps: still told (a fix a check found stays one),
-    # after what helped and what could not be tried.
-    level = [a for a in ranked if a.trial is not None and a.trial.verdict is not TrialVerdict.HELPED]
+    # Not tried, or tried without a clear change in the trial's few steps (weak evidence either way):
+    # in the findings' order, causes first.
+    untried = [a for a in ranked if a.trial is None or a.trial.verdict is not TrialVerdict.HELPED]
     against = [_intent(t) for t in results if t.verdict is TrialVerdict.WORSE]
     won = [_intent(t) for t in results if t.verdict is TrialVerdict.HELPED]
     # A fact a check established (an output layer that cannot fit the loss, labels outside its range,
@@ -125,7 +124,7 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     # trials order what follows (a short trial may not show a fix's gain where several things are wrong).
     facts = [a for a in ranked if set(a.answers) & FACTS]
     kept: list[Action] = []
-    for action in [*facts, *(a for a in [*helped, *untried, *level] if a not in facts)]:
+    for action in [*facts, *(a for a in [*helped, *untried] if a not in facts)]:
         taken = [intent for other in kept for intent in other.intents]
         if any(mine.opposes(other) for mine in action.intents for other in [*taken, *won]):
             continue  # never two ways on one setting; never against a change that helped

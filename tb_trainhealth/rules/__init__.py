@@ -143,6 +143,8 @@ EXPLAINS: Mapping[str, tuple[str, ...]] = {
     "exploding_gradients": ("nonfinite", "loss_divergence", "loss_oscillation", "dead_relu", "worse_than_constant"),
     "dead_relu": ("loss_plateau", "vanishing_gradients", "worse_than_constant", "undertrained", "majority_class"),
     "saturated_activation": ("vanishing_gradients", "loss_plateau", "worse_than_constant", "undertrained"),
+    # Gradients that never reach the first layers hold the loss where it is.
+    "vanishing_gradients": ("loss_plateau", "worse_than_constant", "undertrained"),
     "model_config": ("loss_plateau", "worse_than_constant", "majority_class", "undertrained"),
     "input_pipeline_config": ("input_bound",),
 }
