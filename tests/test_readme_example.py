@@ -27,10 +27,12 @@ VOLATILE = (
 )
 
 
-def normalized(text: str) -> str:
+def normalized(text: str) -> list[str]:
+    """The block's lines, the volatile parts replaced, each wrapped paragraph as one line (a longer
+    layer name wraps a detail at another word)."""
     for pattern, stand_in in VOLATILE:
         text = pattern.sub(stand_in, text)
-    return text
+    return re.sub(r"\n {6,}(?=\S)", " ", text).splitlines()
 
 
 def test_the_readme_example_is_what_diagnose_prints_today(scenario_logdir, tmp_path):
