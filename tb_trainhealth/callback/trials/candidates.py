@@ -141,7 +141,7 @@ def candidates(
                 layer_config=_relu_for_saturating,
             )
         )
-    if rate is not None and rate > 0:
+    if rate is not None:
         out += _rates(optimizer, rate)
     if codes & _BLOWN_UP and not clips:
         out.append(
@@ -170,10 +170,12 @@ def _rates(optimizer: str, rate: float) -> list[Candidate]:
         return Candidate(intent, f"learning rate {rate:.2g} -> {new:.2g}{f' ({why})' if why else ''}", code, rate=new)
 
     out = []
-    default = DEFAULT_RATES.get(optimizer)
-    if default is not None and default / rate >= FAR_FROM_DEFAULT:  # far off: the default first
+    default = DEFAULT_RATES.get(optimizer, 1e-3)
+    if rate <= 0:  # (gradient ascent, or no step at all): only the default makes sense
+        return [at(default, RAISE_RATE, f"{optimizer}'s default")]
+    if default / rate >= FAR_FROM_DEFAULT:  # far off: the default first
         out.append(at(default, RAISE_RATE, f"{optimizer}'s default"))
-    elif default is not None and rate / default >= FAR_FROM_DEFAULT:
+    elif rate / default >= FAR_FROM_DEFAULT:
         out.append(at(default, LOWER_RATE, f"{optimizer}'s default"))
     return [*out, at(rate * 10, RAISE_RATE), at(rate / 10, LOWER_RATE)]
 
