@@ -23,6 +23,8 @@ export function planStepSelector(n: number): string {
 }
 
 export function planSection(plan: PlanStep[], note: string | null = null): HTMLElement {
+  // "not tried" means something only where the run's changes were tried (or the note says why not).
+  const markers = note !== null || plan.some((step) => step.tried);
   return h("section", { class: "th-card th-plan", testid: "plan", attrs: { "aria-label": "What to do" } }, [
     h("div", { class: "th-card-head" }, [
       h("h3", { class: "th-card-title", text: "What to do" }),
@@ -38,7 +40,7 @@ export function planSection(plan: PlanStep[], note: string | null = null): HTMLE
           h("div", { class: "th-plan-body" }, [
             h("div", { class: "th-plan-head" }, [
               h("span", { class: "th-plan-text", testid: "plan-text", text: step.text }),
-              h("span", { class: "th-trial-marker th-trial-" + marker.kind, testid: "trial-marker", text: marker.text }),
+              markers ? h("span", { class: "th-trial-marker th-trial-" + marker.kind, testid: "trial-marker", text: marker.text }) : null,
             ]),
             step.code !== null && step.code !== "" ? codeBlock(step.code, "Copy the code of plan step " + (i + 1)) : null,
             step.measured ? h("p", { class: "th-measured", testid: "plan-measured", text: step.measured }) : null,
