@@ -23,6 +23,8 @@ from tb_trainhealth.contract.events import (
     PreflightEvent,
     ResumedEvent,
     StallEvent,
+    TrialsEvent,
+    TrialVerdict,
     WeightInitEvent,
 )
 from tb_trainhealth.signals import RunSignals
@@ -81,6 +83,11 @@ def _text(event: Event) -> str | None:
             return f"{how} baseline {event.baseline} at the same step"
         case ComparisonEvent():
             return f"compared with baseline {event.baseline}: {event.verdict}"
+        case TrialsEvent(skipped=str() as why):
+            return f"changes not tried: {why}"
+        case TrialsEvent():
+            helped = sum(t.verdict is TrialVerdict.HELPED for t in event.trials)
+            return f"tried {len(event.trials)} change(s) on {event.samples} samples in {event.seconds:.1f} s: {helped} helped"
         case ActivationsEvent() | WeightInitEvent():
             return None
     return event.kind.value
