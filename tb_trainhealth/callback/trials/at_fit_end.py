@@ -56,8 +56,9 @@ NOT_SETTINGS = frozenset({"label_problem", "training_crash", "oom", "training_st
 TRIAL_SHARE = 0.1
 MIN_TRIAL_SECONDS = 10.0
 MAX_TRIAL_SECONDS = 60.0
-# Models above this many weights keep no starting copy (400 MB as float32): trials are skipped.
-MAX_KEPT_PARAMS = 100_000_000
+# Models above this many weights keep no starting copy (100 MB as float32, copied at every fit's
+# start): trials are skipped, and the fit pays nothing for them.
+MAX_KEPT_PARAMS = 25_000_000
 
 
 @dataclasses.dataclass

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tb_trainhealth.callback.fit_context import describe_loss
 from tb_trainhealth.callback.trials.sample import Sample
 from tb_trainhealth.callback.trials.task_error import Task
 from tb_trainhealth.findings import (
@@ -76,15 +77,12 @@ class LossInfo:
 
 
 def loss_info(loss: Any) -> LossInfo:
-    if isinstance(loss, str):
-        return LossInfo(_canonical(loss), False)
-    config = {}
+    """The compiled loss's name as run_info names it (`fit_context.describe_loss`), and its from_logits."""
     try:
-        config = loss.get_config() or {}
+        config = {} if isinstance(loss, str) else loss.get_config() or {}
     except Exception:
         config = {}
-    name = str(config.get("name") or getattr(loss, "__name__", None) or type(loss).__name__)
-    return LossInfo(_canonical(name), bool(config.get("from_logits", False)))
+    return LossInfo(_canonical(describe_loss(loss) or "?"), bool(config.get("from_logits", False)))
 
 
 def _canonical(name: str) -> str:

@@ -15,8 +15,9 @@ import numpy as np
 MAX_ROWS = 1024
 HELD_OUT_SHARE = 0.25
 MAX_BATCHES = 256
-# Fewer rows than this are not tried: a quarter of 84 rows (iris' 63/21 split in the real-bug zoo)
-# made "3x the steps" look worse than 20 steps by 0.5 of a constant's error, on 21 held-out rows.
+# Fewer rows than this are not tried: a quarter held out is then under 50 rows, where one wrong
+# answer moves a held-out error by 2% or more and a short trial's verdict is chance (seen on iris' 84
+# rows: 21 held out judged "3x the steps" worse than 20 steps).
 MIN_ROWS = 200
 MAX_BYTES = 256 * 2**20
 _READ_ONCE = ("GeneratorDataAdapter",)
