@@ -39,7 +39,7 @@ def test_real_oom_is_retried_at_smaller_batches_and_training_finishes(tmp_path, 
 def test_after_an_oom_the_batch_grows_back_halfway_where_memory_allows(tmp_path):
     """Issue 58: 8192 and 4096 run out of memory, 2048 fits; after an epoch of steps that fit the
     batch grows halfway back towards 4096 at each epoch end, a grown size that fails goes back to
-    2048, and the finding says the size the run settled on."""
+    the size that fit, and the finding says the size the run settled on."""
     proc = run_python(os.path.join(ROOT, "tests", "oom_training.py"), str(tmp_path / "run"), "256", "arrays", "4", "4")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EPOCHS 4" in proc.stdout and "growing it back to" in proc.stdout
@@ -58,7 +58,10 @@ def test_after_an_oom_the_batch_grows_back_halfway_where_memory_allows(tmp_path)
         size = after
     grown = [e for e in run.events if e.kind == "batch_size"]
     assert grown and grown[0].batch_size == 3072  # halfway from 2048 to 4096
-    assert size > 2048  # a grown size fit (here 3072 and 2560 ran out of memory, 2304 fit)
+    # Whether a grown size fits depends on the address space TensorFlow's threads take on the machine
+    # (here 3072 and 2560 ran out of memory and 2304 fit; on CI all three failed): either way the run
+    # ends at the largest size that fit, never below 2048, and the finding names it.
+    assert size >= 2048
     (finding,) = [f for f in cli_json(str(tmp_path))["run"]["findings"] if f["code"] == "oom"]
     assert f"training continued at {size}" in finding["title"] and f"settled on batch size {size}" in finding["detail"]
     steps = run.series["loss"].steps
