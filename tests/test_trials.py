@@ -124,3 +124,23 @@ def test_data_that_cannot_be_read_twice_says_why_no_trial_ran(tmp_path):
     (trials,) = signals.events_of(TrialsEvent)
     assert trials.trials == () and "generator" in trials.skipped
     assert build_plan(signals, findings).actions  # the rules' plan, untried
+
+
+def test_a_loss_written_as_a_plain_function_is_tried_too(tmp_path):
+    """Keras' clone_model recompiles a copy from the compile config, where a loss that is a Python
+    function cannot be found by name: the copy is compiled with the function itself instead."""
+
+    def my_loss(y_true, y_pred):
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred)
+
+    keras.utils.set_random_seed(0)
+    x, y = _data()
+    model = _model(1e-6)
+    model.compile(keras.optimizers.Adam(1e-6), my_loss)
+    callback = HealthCallback(str(tmp_path), verbose=False, trials=TRIAL_SECONDS)
+    model.fit(x, y, epochs=4, batch_size=32, verbose=0, callbacks=[callback])
+    signals, _ = _read(str(tmp_path))
+    (trials,) = signals.events_of(TrialsEvent)
+    assert trials.skipped is None and trials.trials, trials
+    assert not [t for t in trials.trials if t.failure], trials
+    assert model.compiled and model.loss is my_loss  # the user's model: as it was

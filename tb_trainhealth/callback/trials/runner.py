@@ -20,7 +20,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tb_trainhealth.callback.preflight.clone import clone_compiled, fresh_optimizer
+from tb_trainhealth.callback.preflight.clone import clone_compiled, fresh_optimizer, uncompiled_clone
 from tb_trainhealth.callback.trials.candidates import Candidate, candidates, loss_info
 from tb_trainhealth.callback.trials.sample import Sample
 from tb_trainhealth.callback.trials.task_error import Task, noise, task_error, task_of
@@ -126,10 +126,7 @@ class _Trial:
         )
         self.seconds_per_step: float | None = None  # measured on the unchanged training, past its trace
         self.trace_seconds = 0.0
-        mean_axes = tuple(range(sample.x.ndim - 1))
-        x = sample.x.astype("float32")
-        self.x_mean = x.mean(axis=mean_axes, keepdims=True)
-        self.x_std = x.std(axis=mean_axes, keepdims=True) + 1e-8
+        self.x_mean, self.x_std = input_statistics(sample.x)
 
     def judge(self, candidate: Candidate, unchanged: float, unchanged_loss: float | None, margin: float) -> TrialResult:
         base = TrialResult(candidate.intent.setting, candidate.intent.direction.value, candidate.label)
@@ -198,37 +195,44 @@ class _Trial:
             optimizer.learning_rate = rate
 
     def _rebuilt(self, candidate: Candidate) -> keras.Model:
-        """A clone with the candidate's layers, optimizer and loss; the run's starting weights wherever
-        a layer kept its shape (a new output layer, or new initialisers, start fresh)."""
-        source = self.model
-        layers = source.layers
-        last = layers[-1]
-
-        def clone_layer(layer: Any) -> Any:
-            config = layer.get_config()
-            if candidate.layer_config is not None:
-                config = candidate.layer_config(config, layer is last)
-            return layer.__class__.from_config(config)
-
-        clone = keras.models.clone_model(source, clone_function=clone_layer)
-        if not candidate.reinitialize:
-            for mine, theirs in zip(clone.layers, _weights_by_layer(source, self.weights)):
-                current = mine.get_weights()
-                if len(current) == len(theirs) and all(a.shape == b.shape for a, b in zip(current, theirs)):
-                    mine.set_weights(theirs)
-        optimizer = fresh_optimizer(source.optimizer)
-        if self.rate is not None:
-            optimizer.learning_rate = self.rate
-        if candidate.clipnorm is not None:
-            optimizer.clipnorm = candidate.clipnorm
-        loss = candidate.loss or source.loss
-        clone.compile(optimizer=optimizer, loss=loss, steps_per_execution=self.per_call, jit_compile=False)
-        return clone
+        return changed_model(self.model, self.weights, candidate, self.rate, steps_per_execution=self.per_call)
 
     def cost(self, candidate: Candidate) -> float:
         """Seconds the candidate's trial should take, from the unchanged one's."""
         steps = max(2, round(self.steps * candidate.steps_factor / self.per_call)) * self.per_call
         return steps * (self.seconds_per_step or 0.0) + (0.0 if candidate.same_model else self.trace_seconds)
+
+
+def input_statistics(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and spread (over every axis but the last) that "standardised inputs" uses."""
+    axes = tuple(range(x.ndim - 1))
+    x = x.astype("float32")
+    return x.mean(axis=axes, keepdims=True), x.std(axis=axes, keepdims=True) + 1e-8
+
+
+def changed_model(
+    source: keras.Model,
+    weights: list[np.ndarray],
+    candidate: Candidate,
+    rate: float | None,
+    steps_per_execution: int = 1,
+) -> keras.Model:
+    """A clone of `source` with the candidate's layers, optimizer and loss; `weights` (the run's
+    starting ones) wherever a layer kept its shape (a new output layer, or new initialisers, start fresh)."""
+    clone = uncompiled_clone(source, candidate.layer_config)
+    if not candidate.reinitialize:
+        for mine, theirs in zip(clone.layers, _weights_by_layer(source, weights)):
+            current = mine.get_weights()
+            if len(current) == len(theirs) and all(a.shape == b.shape for a, b in zip(current, theirs)):
+                mine.set_weights(theirs)
+    optimizer = fresh_optimizer(source.optimizer)
+    if candidate.rate is not None or rate is not None:
+        optimizer.learning_rate = candidate.rate if candidate.rate is not None else rate
+    if candidate.clipnorm is not None:
+        optimizer.clipnorm = candidate.clipnorm
+    loss = candidate.loss or source.loss
+    clone.compile(optimizer=optimizer, loss=loss, steps_per_execution=steps_per_execution, jit_compile=False)
+    return clone
 
 
 def _weights_by_layer(model: keras.Model, weights: list[np.ndarray]) -> list[list[np.ndarray]]:
