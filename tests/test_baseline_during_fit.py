@@ -15,10 +15,9 @@ from test_compare import SETTINGS, run_of
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.cli import diagnose_logdir
 from tb_trainhealth.compare.comparison import behind_finding
-from tb_trainhealth.compare.noise import Verdict
 from tb_trainhealth.compare.so_far import Yardstick, cut_at, judged_so_far
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent, PartOffEvent
+from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent, PartOffEvent, Verdict
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals, Series
 

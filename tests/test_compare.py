@@ -12,10 +12,10 @@ import numpy as np
 from tb_trainhealth.compare import culprit
 from tb_trainhealth.compare.comparison import CODE, compare
 from tb_trainhealth.compare.curves import MetricPair, parting_step
-from tb_trainhealth.compare.noise import ACCURACY_NOISE, Verdict, judge
+from tb_trainhealth.compare.noise import ACCURACY_NOISE, judge
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import FitEndEvent
+from tb_trainhealth.contract.events import FitEndEvent, Verdict
 from tb_trainhealth.contract.run_info import RunInfo
 from tb_trainhealth.contract.run_settings import RunSettings
 from tb_trainhealth.findings import Evidence, Finding, Severity
@@ -213,6 +213,7 @@ def test_runs_that_cannot_be_judged_say_why():
 
 def test_fixes_set_back_what_the_baseline_had_and_remove_what_it_did_not():
     from tb_trainhealth.compare.fix_text import set_back
+    from tb_trainhealth.findings import LOWER_RATE, MORE_EPOCHS, Direction, Intent
 
     run = RunSettings(LAYERS, {"optimizer": "SGD", "learning_rate_schedule": "ExponentialDecay"})
     added = set_back(Change("EarlyStopping.patience", None, 0), run)
@@ -223,6 +224,13 @@ def test_fixes_set_back_what_the_baseline_had_and_remove_what_it_did_not():
     assert layer.code == "keras.layers.Dense(..., activation='softmax')" and "'dense_1'" in layer.text
     rate = set_back(Change("momentum", 0.9, 0.0), run)
     assert rate.code == "optimizer = keras.optimizers.SGD(momentum=0.9)"
+    # What each changes, so the plan can merge it with (or keep it from opposing) the rules' advice.
+    assert added.intents == (Intent("EarlyStopping", Direction.REMOVE),)
+    assert set_back(Change("learning_rate", 1e-3, 0.1), run).intents == (LOWER_RATE,)
+    assert set_back(Change("epochs", 50, 5), run).intents == (MORE_EPOCHS,)
+    assert schedule.intents == (Intent("decay_steps", Direction.RAISE),)
+    assert layer.intents == (Intent("dense_1.activation", Direction.CHANGE),)
+    assert set_back(Change("train_labels", 1.0, 2.0), run).intents == ()  # (data: no setting to change)
 
 
 def test_the_callbacks_comparison_is_a_finding_on_the_read_side_and_a_malformed_one_is_not():

@@ -14,7 +14,7 @@ from tensorboard import context as tb_context
 from tensorboard import errors
 
 from tb_trainhealth.compare.many import VERDICT_ORDER
-from tb_trainhealth.compare.noise import Verdict
+from tb_trainhealth.contract.events import Verdict
 from tb_trainhealth.plugin import diagnosis_cache, route_answers
 from tb_trainhealth.plugin.diagnosis_cache import DiagnosisCache
 from tb_trainhealth.read.logdir import open_logdir

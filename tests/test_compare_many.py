@@ -11,8 +11,8 @@ from tb_trainhealth.compare import many
 from tb_trainhealth.compare.baseline_pick import named_choice
 from tb_trainhealth.compare.comparison import Comparison
 from tb_trainhealth.compare.curves import MetricPair
-from tb_trainhealth.compare.noise import Verdict
 from tb_trainhealth.compare.settings_diff import Change
+from tb_trainhealth.contract.events import Verdict
 from tb_trainhealth.signals import RunSignals
 
 

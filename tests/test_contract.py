@@ -31,6 +31,7 @@ from tb_trainhealth.contract.events import (
     TrialResult,
     TrialsEvent,
     TrialVerdict,
+    Verdict,
     WeightInitEvent,
     parse_event,
 )
@@ -77,8 +78,8 @@ EXAMPLES = [
     WeightInitEvent(
         0, {"dense": LayerWeights("relu", fan_in=10, units=32, std=0.45, mean=0.0), "dense_1": LayerWeights()}
     ),
-    ComparisonEvent(400, "logs/good", "worse", "val_accuracy 0.3 is worse", {"code": "worse_than_baseline"}),
-    ComparisonEvent(400, "logs/missing", "unknown", "the baseline is not a readable run"),
+    ComparisonEvent(400, "logs/good", Verdict.WORSE, "val_accuracy 0.3 is worse", {"code": "worse_than_baseline"}),
+    ComparisonEvent(400, "logs/missing", Verdict.UNKNOWN, "the baseline is not a readable run"),
     PartOffEvent(
         7, "gradients", "AttributeError: 'Adam' object has no attribute '_trainable_variables'", True, "3.16.0"
     ),

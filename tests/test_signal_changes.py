@@ -16,11 +16,10 @@ import pytest
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.compare.comparison import CODE
-from tb_trainhealth.compare.noise import Verdict
 from tb_trainhealth.compare.runs import compare_directories
 from tb_trainhealth.compare.signal_changes import GRADIENT_DECADES, signal_changes
 from tb_trainhealth.contract import series as sig
-from tb_trainhealth.contract.events import ActivationsEvent, LayerActivations
+from tb_trainhealth.contract.events import ActivationsEvent, LayerActivations, Verdict
 from tb_trainhealth.contract.run_info import LayerInfo
 from tb_trainhealth.signals import LayerSeries, RunSignals
 

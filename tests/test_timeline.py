@@ -9,6 +9,7 @@ from tb_trainhealth.contract.events import (
     LayerWeights,
     LintEvent,
     OomEvent,
+    Verdict,
     WeightInitEvent,
 )
 from tb_trainhealth.contract.vocab import LintCheck
@@ -38,5 +39,5 @@ def test_events_in_step_order_without_measurements():
 def test_a_comparison_with_the_baseline_is_one_line():
     from tb_trainhealth.contract.events import ComparisonEvent
 
-    (entry,) = timeline(RunSignals("run", events=[ComparisonEvent(90, "logs/good", "worse")]))
+    (entry,) = timeline(RunSignals("run", events=[ComparisonEvent(90, "logs/good", Verdict.WORSE)]))
     assert (entry.step, entry.text) == (90, "compared with baseline logs/good: worse")

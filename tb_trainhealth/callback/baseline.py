@@ -14,7 +14,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from tb_trainhealth import engine
-from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent
+from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent, Verdict
 from tb_trainhealth.signals import RunSignals
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class BaselineWatch:
 
         self._started = True
         earlier = run.events_of(ComparisonEvent)  # an earlier fit of this run said it was behind
-        if earlier and earlier[-1].verdict == "worse":
+        if earlier and earlier[-1].verdict == Verdict.WORSE:
             self._behind_since = earlier[-1].step
         try:
             self._baseline = diagnosed_directory(self.path, "baseline")
@@ -67,10 +67,10 @@ class BaselineWatch:
         judged = judged_so_far(dataclasses.replace(run, events=[*run.events, resolved]), baseline.signals, self._stick)
         if judged is None:
             return None
-        behind = judged.judgement.verdict.value == "worse"
+        behind = judged.judgement.verdict == Verdict.WORSE
         if behind == (self._behind_since is not None):
             return None
-        verdict, why = judged.judgement.verdict.value, judged.judgement.why
+        verdict, why = judged.judgement.verdict, judged.judgement.why
         if not behind:
             self._behind_since = None
             return ComparisonEvent(step, baseline.signals.run, verdict, why, during_fit=True)
@@ -82,12 +82,11 @@ class BaselineWatch:
     def end(self, run: RunSignals, step: int) -> ComparisonEvent:
         """The whole run against the whole baseline: the verdict that stays (seconds)."""
         from tb_trainhealth.compare.comparison import CODE, compare
-        from tb_trainhealth.compare.noise import Verdict
 
         baseline = self._read(run)
         if baseline is None:
             why = self._unreadable or "the baseline could not be read"
-            return ComparisonEvent(step=step, baseline=self.path, verdict=Verdict.UNKNOWN.value, why=why)
+            return ComparisonEvent(step=step, baseline=self.path, verdict=Verdict.UNKNOWN, why=why)
         # (the run's own comparisons so far are this one's, not an earlier verdict to set aside)
         own = [f for f in engine.diagnose(run, final=True) if f.code != CODE]
         comparison = compare(run, baseline.signals, own, baseline.findings)
@@ -95,4 +94,4 @@ class BaselineWatch:
         found = finding.to_dict() if finding is not None else None
         if found is not None and self._behind_since is not None:
             found["detail"] = f"{found['detail']} Behind the baseline since {run.at(self._behind_since)}."
-        return ComparisonEvent(step, comparison.baseline or self.path, comparison.verdict.value, comparison.why, found)
+        return ComparisonEvent(step, comparison.baseline or self.path, comparison.verdict, comparison.why, found)

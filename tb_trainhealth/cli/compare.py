@@ -19,7 +19,7 @@ from tb_trainhealth.cli.exit_status import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, f
 from tb_trainhealth.cli.progress import clear_progress, show_reading
 from tb_trainhealth.compare import fix_text
 from tb_trainhealth.compare.comparison import Comparison
-from tb_trainhealth.compare.noise import Verdict
+from tb_trainhealth.contract.events import Verdict
 from tb_trainhealth.run_paths import is_local
 
 if TYPE_CHECKING:

@@ -3,10 +3,12 @@ line of Keras to paste."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tb_trainhealth.compare.culprit import OPTIMIZER_OWN
 from tb_trainhealth.compare.settings_diff import Change
 from tb_trainhealth.contract.run_settings import DATA, RunSettings, Value
-from tb_trainhealth.findings import Fix
+from tb_trainhealth.findings import LEARNING_RATE, LOSS, Direction, Fix, Intent
 
 FIT_ARGUMENTS = ("batch_size", "epochs", "steps_per_epoch", "initial_epoch")
 # What an optimizer's constructor takes: the rate, its own settings, decay and clipping.
@@ -52,7 +54,27 @@ def _python(setting_value: Value) -> str:
 
 
 def set_back(change: Change, run: RunSettings) -> Fix:
-    """Set the setting back to the baseline's value: the sentence and the code."""
+    """Set the setting back to the baseline's value: the sentence, the code and what it changes
+    (so the run's plan can tell it from, or merge it with, the rules' advice on the same setting)."""
+    fix = _set_back(change, run)
+    return dataclasses.replace(fix, intents=back_intents(change)) if change.setting not in DATA else fix
+
+
+def back_intents(change: Change) -> tuple[Intent, ...]:
+    """Back to the baseline's value: a number raised or lowered, a callback removed, else changed."""
+    owner, _, key = change.setting.rpartition(".")
+    old, new = change.baseline, change.run
+    if old is None and owner[:1].isupper():
+        return (Intent(owner, Direction.REMOVE),)
+    name = key if owner[:1].isupper() or owner == "learning_rate_schedule" else change.setting
+    name = {"learning_rate": LEARNING_RATE, "loss": LOSS}.get(name, name)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
+    if numbers and old != new:
+        return (Intent(name, Direction.RAISE if old > new else Direction.LOWER),)
+    return (Intent(name, Direction.CHANGE),)
+
+
+def _set_back(change: Change, run: RunSettings) -> Fix:
     setting, old = change.setting, change.baseline
     back = f"Set {setting} back to the baseline's {value(old)}"
     if setting in DATA:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tb_trainhealth.compare import fix_text
 from tb_trainhealth.compare.baseline_pick import Choice, named_choice, pick_baseline
 from tb_trainhealth.compare.comparison import Comparison, compare
-from tb_trainhealth.compare.noise import SEEDS, Verdict
+from tb_trainhealth.compare.noise import SEEDS
+from tb_trainhealth.contract.events import Verdict
 
 if TYPE_CHECKING:
     from tb_trainhealth.diagnosis import Diagnosis

@@ -6,18 +6,10 @@ over seeds and prints the largest seed-to-seed gaps these thresholds must clear.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 
 from tb_trainhealth.compare.curves import MetricPair
-
-
-class Verdict(str, enum.Enum):
-    WORSE = "worse"
-    SAME = "same"
-    BETTER = "better"
-    UNKNOWN = "unknown"
-
+from tb_trainhealth.contract.events import Verdict
 
 # Accuracy-like metrics (0..1): more than this apart, final and best, is more than seeds do.
 # `python bench/compare_zoo.py`: the largest seed-to-seed gap of 4 seeds (6 pairs) of each of its

@@ -242,6 +242,19 @@ class FindingEvent(Event):
     finding: dict[str, Any]
 
 
+class Verdict(Name):
+    """A run against its baseline (`tb_trainhealth.compare`): beyond what seeds alone move, or not."""
+
+    WORSE = "worse"
+    SAME = "same"
+    BETTER = "better"
+    UNKNOWN = "unknown"  # not comparable (no shared metric, an unreadable baseline)
+
+    @classmethod
+    def _missing_(cls, value: object) -> Verdict:
+        return cls.UNKNOWN  # (a verdict a newer writer added reads as one this reader cannot judge)
+
+
 @dataclasses.dataclass(frozen=True)
 class ComparisonEvent(Event):
     """`HealthCallback(baseline=...)`: the run compared with the baseline at the end of a fit
@@ -253,7 +266,7 @@ class ComparisonEvent(Event):
     urgent: ClassVar[bool] = True  # said at once, not at the next scheduled diagnosis
 
     baseline: str
-    verdict: str  # "worse", "same", "better", "unknown"
+    verdict: Verdict
     why: str = ""
     finding: dict[str, Any] | None = None
     during_fit: bool = False

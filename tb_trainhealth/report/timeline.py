@@ -25,6 +25,7 @@ from tb_trainhealth.contract.events import (
     StallEvent,
     TrialsEvent,
     TrialVerdict,
+    Verdict,
     WeightInitEvent,
 )
 from tb_trainhealth.signals import RunSignals
@@ -79,7 +80,7 @@ def _text(event: Event) -> str | None:
             epochs = f" after {event.epochs_run}{planned} epochs" if event.epochs_run is not None else ""
             return ("fit stopped early" if event.stopped_early else "fit ended") + epochs
         case ComparisonEvent(during_fit=True):
-            how = "behind" if event.verdict == "worse" else "no longer behind"
+            how = "behind" if event.verdict == Verdict.WORSE else "no longer behind"
             return f"{how} baseline {event.baseline} at the same step"
         case ComparisonEvent():
             return f"compared with baseline {event.baseline}: {event.verdict}"

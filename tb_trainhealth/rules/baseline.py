@@ -3,7 +3,7 @@ a fit: the read side shows what the callback judged (the baseline may not be rea
 
 from __future__ import annotations
 
-from tb_trainhealth.contract.events import ComparisonEvent
+from tb_trainhealth.contract.events import ComparisonEvent, Verdict
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals
 
@@ -11,7 +11,7 @@ from tb_trainhealth.signals import RunSignals
 def check_worse_than_baseline(run: RunSignals) -> list[Finding]:
     """The latest comparison's finding, where it said worse (a later fit compared again decides)."""
     comparisons = run.events_of(ComparisonEvent)
-    if not comparisons or comparisons[-1].verdict != "worse" or comparisons[-1].finding is None:
+    if not comparisons or comparisons[-1].verdict != Verdict.WORSE or comparisons[-1].finding is None:
         return []
     try:
         return [Finding.from_dict(comparisons[-1].finding)]
