@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from tb_trainhealth import engine
+from tb_trainhealth.callback import read_side
 from tb_trainhealth.contract.events import ComparisonEvent, FitEndEvent, Verdict
 from tb_trainhealth.signals import RunSignals
 
@@ -88,7 +88,7 @@ class BaselineWatch:
             why = self._unreadable or "the baseline could not be read"
             return ComparisonEvent(step=step, baseline=self.path, verdict=Verdict.UNKNOWN, why=why)
         # (the run's own comparisons so far are this one's, not an earlier verdict to set aside)
-        own = [f for f in engine.diagnose(run, final=True) if f.code != CODE]
+        own = [f for f in read_side.diagnose(run, final=True) if f.code != CODE]
         comparison = compare(run, baseline.signals, own, baseline.findings)
         finding = next((f for f in comparison.findings if f.code == CODE), None)
         found = finding.to_dict() if finding is not None else None

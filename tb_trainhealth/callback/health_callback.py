@@ -18,7 +18,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tb_trainhealth.advice.plan import build_plan, plan_lines
+from tb_trainhealth.callback import read_side
 from tb_trainhealth.callback.fit_session import FitSession
 from tb_trainhealth.callback.frameworks.which_keras import TfKerasCallbackProtocol
 from tb_trainhealth.callback.live_diagnosis import LiveDiagnosis
@@ -269,7 +269,7 @@ class HealthCallback(TfKerasCallbackProtocol, keras.callbacks.Callback):
             return
         self._run.write_events()
         if self.verbose:
-            lines = plan_lines(build_plan(recording.signals(), findings))
+            lines = read_side.plan_in_words(recording.signals(), findings)
             if lines:
                 print("\n".join(["tb-trainhealth: plan:", *lines]), file=sys.stderr)
 

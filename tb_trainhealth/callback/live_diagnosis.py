@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tb_trainhealth import engine
+from tb_trainhealth.callback import read_side
 from tb_trainhealth.callback.probe_guard import notice_once
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.time_budget import TimeBudget
@@ -86,7 +86,7 @@ class LiveDiagnosis:
         final: training has ended (mid-run, rules that judge only the end are left out)."""
         self._last_step = step
         with self._budget.spend():  # every diagnosis: the cost the next one is budgeted by
-            self.findings = engine.diagnose(recording.signals(), final=final)
+            self.findings = read_side.diagnose(recording.signals(), final=final)
         stop = False
         for finding, before in self._tracker.new(self.findings):
             recording.event(FindingEvent(step=step, finding=finding.to_dict()))

@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tb_trainhealth import engine
+from tb_trainhealth.callback import read_side
 from tb_trainhealth.callback.fit_context import optimizer_settings
 from tb_trainhealth.callback.frameworks.which_keras import is_tf_keras
 from tb_trainhealth.callback.lint.data_lint import BatchLint
@@ -281,7 +281,7 @@ def judge(model: keras.Model, events: list[Event]) -> list[Finding]:
     """The findings the rule engine gives for these events (as `diagnose` will for the log)."""
     loss, _ = loss_of(model)
     info = RunInfo(model=model.name, loss=loss.value if loss is not None else None)
-    return engine.diagnose(RunSignals(run=model.name, events=events, info=info), final=True)
+    return read_side.diagnose(RunSignals(run=model.name, events=events, info=info), final=True)
 
 
 def write(log_dir: str, model: keras.Model, events: list[Event]) -> None:
