@@ -42,8 +42,13 @@ def test_runs_answer_lists_every_run_worst_first_with_the_engines_status_and_cou
     cache, scenario_findings, monkeypatch
 ):
     monkeypatch.setattr(diagnosis_cache, "ANSWER_WITHIN_SECONDS", 600.0)  # wait for every first look
-    runs = route_answers.runs_answer(cache, CTX, None)["runs"]
+    answer = route_answers.runs_answer(cache, CTX, None)
+    runs = answer["runs"]
     assert [r["run"] for r in runs] != [] and {r["run"] for r in runs} == set(scenario_findings)
+    statuses = [r["status"] for r in runs]  # the summary the tab shows: counted on the server, as diagnose does
+    assert answer["summary"] == f"{len(runs)} run(s): " + ", ".join(
+        f"{statuses.count(s)} {s}" for s in ("critical", "warning", "ok")
+    )
     assert {r["run"]: r["status"] for r in runs} == {run: run_status(f) for run, f in scenario_findings.items()}
     keys = [(RunStatus(r["status"]).rank, r["run"]) for r in runs]  # as `diagnose` lists them
     assert keys == sorted(keys) and runs[0]["status"] == "critical" and runs[-1]["status"] == "ok"
@@ -61,7 +66,9 @@ def test_runs_not_diagnosed_yet_come_last_as_pending(scenario_logdir, monkeypatc
     fresh = cache_for(scenario_logdir)
     nan = route_answers.find_diagnosis(fresh, CTX, "nan_input")
     with reads_held(monkeypatch):
-        runs = route_answers.runs_answer(fresh, CTX, None)["runs"]
+        answer = route_answers.runs_answer(fresh, CTX, None)
+    runs = answer["runs"]
+    assert answer["summary"].endswith(f", {len(runs) - 1} still being diagnosed")
     assert runs[0]["run"] == "nan_input" and runs[0]["status"] == nan.status == "critical"
     assert len(runs) > 2 and {r["status"] for r in runs[1:]} == {RunStatus.PENDING}
     assert all(r["counts"] == {"critical": 0, "warning": 0, "info": 0} for r in runs[1:])

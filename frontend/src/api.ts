@@ -5,7 +5,8 @@
 export type Severity = "info" | "warning" | "critical";
 /** The server's status of a run (run_report.py decides it, never the tab): "unreadable", nothing of
  * the run could be read (its errors say why); "pending", the server is still diagnosing it. */
-export type Status = "critical" | "warning" | "ok" | "unreadable" | "pending";
+// "unknown": a status this tab does not know (a newer server's): shown as such, never as "ok".
+export type Status = "critical" | "warning" | "ok" | "unreadable" | "pending" | "unknown";
 /** What a run's positions count: batch steps, or epochs (from 1) where it only has per-epoch data. */
 export type Axis = "step" | "epoch";
 
@@ -173,7 +174,7 @@ export function strs(v: unknown): string[] {
 }
 
 function status(v: unknown): Status {
-  return v === "critical" || v === "warning" || v === "unreadable" || v === "pending" ? v : "ok";
+  return v === "critical" || v === "warning" || v === "ok" || v === "unreadable" || v === "pending" ? v : "unknown";
 }
 
 function severity(v: unknown): Severity {
@@ -288,6 +289,7 @@ export interface LogdirProblem {
 
 export interface RunsAnswer {
   runs: RunSummary[];
+  summary: string; // the runs counted by status, as the server (and the CLI) says it
   logdirProblem: LogdirProblem | null;
 }
 
@@ -297,7 +299,11 @@ export async function fetchRuns(): Promise<RunsAnswer> {
     .map((r) => parseRun(obj(r)))
     .filter((r) => r.run !== "");
   const text = strOrNull(body["logdir_problem"]);
-  return { runs, logdirProblem: text === null ? null : { kind: str(body["logdir_problem_kind"]), text } };
+  return {
+    runs,
+    summary: str(body["summary"]),
+    logdirProblem: text === null ? null : { kind: str(body["logdir_problem_kind"]), text },
+  };
 }
 
 export async function fetchFindings(run: string): Promise<RunFindings> {

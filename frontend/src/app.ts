@@ -4,7 +4,7 @@
 // current; a click in the list selects a run, a click on a row of the table opens its comparison.
 import { fetchRuns, type LogdirProblem, type RunSummary } from "./api";
 import { append, clear, h } from "./dom";
-import { errorText, plural } from "./format";
+import { errorText } from "./format";
 import { noRunsPage } from "./hints";
 import { Poller } from "./polling";
 import { CompareAllView } from "./compare_all";
@@ -15,6 +15,7 @@ import { followTheme } from "./theme";
 
 export class App {
   private runs: RunSummary[] = [];
+  private summaryText = "";
   private logdirProblem: LogdirProblem | null = null;
   private loaded = false;
   private selected: string | null = stored(STORE_SELECTED);
@@ -85,10 +86,11 @@ export class App {
   /** One poll: reload the runs, then the selected run's view if it changed (or `force`). */
   private async refresh(force: boolean): Promise<boolean> {
     try {
-      const { runs, logdirProblem } = await fetchRuns();
+      const { runs, summary, logdirProblem } = await fetchRuns();
       this.banner.hidden = true;
       this.banner.textContent = "";
       this.runs = runs;
+      this.summaryText = summary;
       this.logdirProblem = logdirProblem;
       this.loaded = true;
       this.updated.textContent = "updated " + new Date().toLocaleTimeString();
@@ -105,15 +107,7 @@ export class App {
 
   private showRuns(): void {
     const runs = this.runs;
-    const n = { critical: 0, warning: 0, ok: 0, unreadable: 0, pending: 0 };
-    for (const r of runs) n[r.status] += 1;
-    this.summary.textContent =
-      runs.length === 0
-        ? ""
-        : plural(runs.length, "run") +
-          ": " + n.critical + " critical, " + n.warning + " warning, " + n.ok + " ok" +
-          (n.unreadable ? ", " + n.unreadable + " unreadable" : "") +
-          (n.pending ? ", " + n.pending + " still being diagnosed" : "");
+    this.summary.textContent = runs.length === 0 ? "" : this.summaryText;
     this.runList.update(runs);
     this.runView.setRuns(runs.map((r) => r.run));
     this.compareAll.setRuns(runs.map((r) => r.run));

@@ -6,11 +6,10 @@ nothing is found is said here too.
 
 from __future__ import annotations
 
-import collections
 import textwrap
 
 from tb_trainhealth.advice.plan import plan_lines
-from tb_trainhealth.contract.vocab import JUDGED_STATUSES, RunStatus
+from tb_trainhealth.report.logdir_summary import summary_line
 from tb_trainhealth.report.run_report import RunReport
 
 MAX_FACTS = 8
@@ -44,13 +43,3 @@ def render_text(reports: list[RunReport], logdir: str) -> str:
         lines.append("")
     lines.append(summary_line(reports))
     return "\n".join(lines) + "\n"
-
-
-def summary_line(reports: list[RunReport]) -> str:
-    """The last line, "3 run(s): 0 critical, 1 warning, 1 ok, 1 unreadable", counted as the
-    tab's summary counts them: an unreadable run is not ok, and is named only when there is one."""
-    counts = collections.Counter(report.status for report in reports)
-    parts = [f"{counts[status]} {status}" for status in JUDGED_STATUSES]
-    if counts[RunStatus.UNREADABLE]:
-        parts.append(f"{counts[RunStatus.UNREADABLE]} {RunStatus.UNREADABLE}")
-    return f"{len(reports)} run(s): " + ", ".join(parts)

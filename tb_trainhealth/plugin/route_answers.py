@@ -30,6 +30,7 @@ from tb_trainhealth.diagnosis import Diagnosis
 from tb_trainhealth.plugin import compare_curves, diagnosis_cache
 from tb_trainhealth.plugin.diagnosis_cache import ANSWER_WITHIN_SECONDS, DiagnosisCache
 from tb_trainhealth.read import event_files
+from tb_trainhealth.report.logdir_summary import summary_line
 from tb_trainhealth.report.run_report import RunReport, logdir_reports, worst_first
 from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.signals import RunSignals, Series
@@ -66,7 +67,8 @@ def runs_answer(
 ) -> dict[str, Any]:
     """Every run's summary (LIST_KEYS of its report), worst first; runs still being diagnosed come
     last as "pending", and runs TensorBoard does not list at all (nothing in them readable) come
-    with their file errors. `logdir_problem`: why the --logdir shows nothing (a local one does not
+    with their file errors. `summary`: the runs counted by status, as the CLI's last line says it.
+    `logdir_problem`: why the --logdir shows nothing (a local one does not
     exist or is not a folder; TensorBoard has nothing here that reads a bucket's scheme), else
     null: "no runs" would send the user looking for a bug in training; `logdir_problem_kind` says
     which of these it is (MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE), or null."""
@@ -84,6 +86,7 @@ def runs_answer(
         kind, problem = (BUCKET_UNREADABLE, refused) if refused else (None, None)
     return {
         "runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)],
+        "summary": summary_line(reports) if reports else "",
         "logdir_problem": problem,
         "logdir_problem_kind": kind,
     }
