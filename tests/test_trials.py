@@ -144,3 +144,19 @@ def test_a_loss_written_as_a_plain_function_is_tried_too(tmp_path):
     assert trials.skipped is None and trials.trials, trials
     assert not [t for t in trials.trials if t.failure], trials
     assert model.compiled and model.loss is my_loss  # the user's model: as it was
+
+
+def test_one_hot_targets_get_a_categorical_head_and_class_ids_a_sparse_one():
+    """A new softmax head is tried with the cross-entropy its targets call for (sparse on one-hot rows
+    failed: real-bug zoo dm_conv1d_relu_output_cce)."""
+    from tb_trainhealth.callback.trials.candidates import candidates
+    from tb_trainhealth.callback.trials.sample import Sample
+    from tb_trainhealth.callback.trials.task_error import task_of
+
+    model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(4, activation="relu")])
+    model.compile("adam", "categorical_crossentropy")
+    x, ids = _data(n=400)
+    for y, loss in ((np.eye(4, dtype="float32")[ids], "categorical_crossentropy"), (ids, "sparse_categorical_crossentropy")):
+        sample = Sample(x, y, x[:100], y[:100], 32)
+        (head, *_) = candidates(model, sample, task_of(y), {"worse_than_constant"}, 1e-3, False)
+        assert head.loss == loss and "softmax" in head.label, head

@@ -122,7 +122,12 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     # A fact a check established (an output layer that cannot fit the loss, labels outside its range,
     # unscaled data) names the root cause: its fix leads unless a trial showed it made things worse;
     # trials order what follows (a short trial may not show a fix's gain where several things are wrong).
-    facts = [a for a in ranked if set(a.answers) & FACTS]
+    # Among facts, those whose trial helped lead, best first (dm_cars_sigmoid_output_unscaled_target: a
+    # linear output alone made no clear change, the targets scaled to the sigmoid's range did).
+    facts = sorted(
+        (a for a in ranked if set(a.answers) & FACTS),
+        key=lambda a: (a not in helped, helped.index(a) if a in helped else 0),
+    )
     kept: list[Action] = []
     for action in [*facts, *(a for a in [*helped, *untried] if a not in facts)]:
         taken = [intent for other in kept for intent in other.intents]
@@ -192,11 +197,12 @@ def _matching(action: Action, results: list[TrialResult]) -> TrialResult | None:
 
 
 def _with_trial(action: Action, trial: TrialResult, trials: TrialsEvent | None) -> Action:
-    """The action as tried: where the trial helped, its code is what was measured, and where the
-    action said more than the trial changed (lower the rate *and* clip), its words are the trial's."""
+    """The action as tried: where the trial helped, its words and code are what was measured (the
+    rule's words may say more, "lower the rate *and* clip", or another change of the same setting:
+    "tell the loss it gets logits" and a sigmoid output both change output_activation)."""
     if trial.verdict is not TrialVerdict.HELPED or not trial.code:
         return dataclasses.replace(action, trial=trial, measured=measured_text(trial, trials))
-    text = action.text if set(action.intents) == {_intent(trial)} else _trial_text(trial)
+    text = _trial_text(trial)
     return dataclasses.replace(action, text=text, code=trial.code, trial=trial, measured=measured_text(trial, trials))
 
 

@@ -46,6 +46,7 @@ LEARNING = frozenset(
         "bad_initialization",
         "initial_loss_off",
         "cannot_fit_small_batch",
+        "model_config",  # (a linear stack, a trainable change without compile: changes a trial can make)
     }
 )
 # Findings that say the data or the process is what failed: no change of settings answers them, and a

@@ -39,6 +39,10 @@ MAX_INPUT_SCALE = 20.0
 MIN_INPUT_STD = 0.05
 MAX_TARGET_SCALE = 10.0  # regression targets tried standardised beyond this mean or spread
 MORE_STEPS = 3  # "train longer" is tried at this many times the steps
+# Hidden layers given ReLU are at least this wide, as the code the plan shows says (Dense(64, ...)):
+# a ReLU on a 1-unit layer is a bottleneck no activation opens (real-bug zoo dm_linear_layers_polynomial:
+# Dense(1) -> Dense(5) -> Dense(1); its authors' fix is 32 tanh units a layer).
+HIDDEN_UNITS = 64
 CLIP_NORM = 1.0
 _BLOWN_UP = {"nonfinite", "exploding_gradients", "loss_divergence", "loss_oscillation"}
 _SATURATING = ("sigmoid", "tanh")
@@ -126,7 +130,8 @@ def candidates(
             Candidate(
                 ADD_NONLINEARITY,
                 "ReLU between the stacked layers",
-                "keras.layers.Dense(64, activation='relu')  # every hidden layer; the last keeps its own",
+                f"keras.layers.Dense({HIDDEN_UNITS}, activation='relu')  # every hidden layer (at least {HIDDEN_UNITS} "
+                "units); the last keeps its own",
                 layer_config=_relu_hidden,
             )
         )
@@ -135,7 +140,8 @@ def candidates(
             Candidate(
                 CHANGE_HIDDEN_ACTIVATION,
                 "ReLU hidden layers instead of sigmoid/tanh",
-                "keras.layers.Dense(64, activation='relu')  # every hidden layer; the last keeps its own",
+                f"keras.layers.Dense({HIDDEN_UNITS}, activation='relu')  # every hidden layer (at least {HIDDEN_UNITS} "
+                "units); the last keeps its own",
                 layer_config=_relu_for_saturating,
             )
         )
@@ -266,8 +272,8 @@ def _head(model: Any, task: Task, loss: LossInfo) -> Candidate | None:
                     f"loss=keras.losses.{_class_name(loss.name)}(from_logits=True)  # the last layer outputs logits",
                     loss=_loss_object(loss.name, from_logits=True),
                 )
-        sparse = "sparse_categorical_crossentropy"
-        return _new_head(CHANGE_OUTPUT, k, "softmax", sparse, f"Dense({k}, activation='softmax')")
+        loss_name = "categorical_crossentropy" if task.one_hot else "sparse_categorical_crossentropy"
+        return _new_head(CHANGE_OUTPUT, k, "softmax", loss_name, f"Dense({k}, activation='softmax')")
     if activation != "linear" or loss.name not in _REGRESSION_LOSSES:
         return _new_head(CHANGE_OUTPUT, units, "linear", "mean_squared_error", f"Dense({units})  # no activation")
     return None
@@ -308,14 +314,18 @@ def _default_initializers(config: dict[str, Any], is_last: bool) -> dict[str, An
 def _relu_hidden(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
     if is_last or config.get("activation") not in ("linear", None) or "units" not in config:
         return config
-    return {**config, "activation": "relu"}
+    return _relu(config)
 
 
 def _relu_for_saturating(config: dict[str, Any], is_last: bool) -> dict[str, Any]:
     dense = "units" in config and "recurrent_activation" not in config  # (an LSTM's tanh stays)
     if is_last or config.get("activation") not in _SATURATING or not dense:
         return config
-    return {**config, "activation": "relu"}
+    return _relu(config)
+
+
+def _relu(config: dict[str, Any]) -> dict[str, Any]:
+    return {**config, "activation": "relu", "units": max(int(config["units"]), HIDDEN_UNITS)}
 
 
 def _saturating_hidden(model: Any) -> bool:

@@ -16,6 +16,7 @@ MAX_CLASSES = 100
 @dataclasses.dataclass(frozen=True)
 class Task:
     classes: int | None  # None: regression
+    one_hot: bool = False  # classes given as one-hot rows (categorical, not sparse, cross-entropy)
 
     @property
     def is_classification(self) -> bool:
@@ -27,7 +28,7 @@ def task_of(y: np.ndarray) -> Task:
     y = np.asarray(y, dtype="float64")
     if y.ndim == 2 and y.shape[1] > 1:
         one_hot = np.all((y == 0) | (y == 1)) and np.all(y.sum(axis=1) == 1)
-        return Task(int(y.shape[1])) if one_hot else Task(None)
+        return Task(int(y.shape[1]), one_hot=True) if one_hot else Task(None)
     flat = y.reshape(len(y), -1)[:, 0] if y.ndim > 1 else y
     if np.all(np.isfinite(flat)) and np.all(flat == np.round(flat)) and flat.min() >= 0:
         values = np.unique(flat)
