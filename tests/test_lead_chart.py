@@ -20,7 +20,7 @@ def _nonfinite() -> Finding:
 def test_a_nan_run_with_gradient_norms_leads_with_them_up_to_the_nan():
     chart = lead_chart(_run(grad_norm=np.array([1.0, 2.0, np.nan]), loss=np.ones(3)), [_nonfinite()])
     assert chart == {"title": "Gradient norm (all layers), up to the first NaN/Inf", "series": ["grad_norm"],
-                     "code": "nonfinite"}  # fmt: skip
+                     "code": "nonfinite", "baseline": None}  # fmt: skip
 
 
 def test_a_nan_finding_whose_gradient_norms_stay_finite_does_not_promise_a_nan_on_the_chart():
@@ -31,9 +31,28 @@ def test_a_nan_finding_whose_gradient_norms_stay_finite_does_not_promise_a_nan_o
 
 def test_a_nan_run_without_gradient_data_leads_with_its_own_evidence_named_as_it_is():
     chart = lead_chart(_run(loss=np.array([1.0, np.nan, np.nan])), [_nonfinite()])
-    assert chart == {"title": "loss, up to the first NaN/Inf", "series": ["loss"], "code": "nonfinite"}
+    assert chart == {
+        "title": "loss, up to the first NaN/Inf",
+        "series": ["loss"],
+        "code": "nonfinite",
+        "baseline": None,
+    }
 
 
 def test_a_run_without_findings_or_gradients_shows_its_training_loss():
-    assert lead_chart(_run(loss=np.ones(5)), []) == {"title": "Training loss", "series": ["loss"], "code": None}
+    assert lead_chart(_run(loss=np.ones(5)), []) == {
+        "title": "Training loss",
+        "series": ["loss"],
+        "code": None,
+        "baseline": None,
+    }
     assert lead_chart(_run(), []) is None
+
+
+def test_a_run_behind_a_baseline_of_the_same_logdir_leads_with_the_two_runs_compared():
+    behind = Finding("worse_than_baseline", Severity.WARNING, 3, "Worse", "d", Evidence(("loss",)))
+    chart = lead_chart(_run(loss=np.ones(5)), [behind], baseline="good")
+    assert chart == {"title": "This run against its baseline good", "series": ["loss"], "code": "worse_than_baseline",
+                     "baseline": "good"}  # fmt: skip
+    assert lead_chart(_run(loss=np.ones(5)), [behind])["baseline"] is None  # (a baseline not in this logdir)
+    assert lead_chart(_run(loss=np.ones(5)), [_nonfinite()], baseline="good")["baseline"] is None

@@ -134,29 +134,12 @@ def findings_answer(
         report = RunReport.told(run, None, [], [], file_problems(files, set()).get(run, []))
         if not report.errors:
             raise errors.NotFoundError(f"no run named {run[:200]!r}")
-        return {
-            **report.to_json(),
-            **_drawable(RunSignals(run)),
-            "baseline_run": None,
-            "lead": _lead_against(None, None),
-        }
+        return {**report.to_json(), **_drawable(RunSignals(run)), "baseline_run": None}
     name = diagnosis.group.name
-    report = RunReport.of(diagnosis, file_problems(files, {name}).get(name, []))
-    baseline = (
-        _recorded_baseline(diagnosis, cache.names(ctx)) if any(f.code == WORSE for f in report.findings) else None
-    )
-    answer = {**report.to_json(), **_drawable(diagnosis.signals), "baseline_run": baseline}
-    return {**answer, "lead": _lead_against(answer["lead"], baseline)}
-
-
-def _lead_against(lead: dict[str, Any] | None, baseline: str | None) -> dict[str, Any] | None:
-    """The lead chart with `baseline`: the run whose comparison it draws, as the worse_than_baseline
-    card does, where that finding leads and its baseline is a run here; else null (its own series)."""
-    if lead is None:
-        return None
-    if lead["code"] != WORSE or baseline is None:
-        return {**lead, "baseline": None}
-    return {**lead, "title": f"This run against its baseline {baseline}", "baseline": baseline}
+    worse = any(f.code == WORSE for f in diagnosis.findings)
+    baseline = _recorded_baseline(diagnosis, cache.names(ctx)) if worse else None
+    report = RunReport.of(diagnosis, file_problems(files, {name}).get(name, []), baseline)
+    return {**report.to_json(), **_drawable(diagnosis.signals), "baseline_run": baseline}
 
 
 def _recorded_baseline(diagnosis: Diagnosis, runs: list[str]) -> str | None:

@@ -34,6 +34,7 @@ LEADS: dict[str, tuple[tuple[str, str], ...]] = {
         (sig.EPOCH_VAL_LOSS, "Validation loss"),
     ),
 }
+WORSE_THAN_BASELINE = "worse_than_baseline"  # (compare.comparison.CODE: report/ sits below compare/)
 DEFAULTS = (_GRADIENTS[:1], tuple((name, "Training loss") for name in sig.TRAINING_LOSSES))
 
 
@@ -60,9 +61,20 @@ def _has_nonfinite(run: RunSignals, names: list[str]) -> bool:
     return any(series is not None and not np.isfinite(series.values).all() for series in found)
 
 
-def lead_chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | None:
-    """{"title", "series", "code"} for the top chart, or None when the run has nothing to plot.
-    The title names what is drawn: a run without gradient data never gets a gradient title."""
+def lead_chart(run: RunSignals, findings: list[Finding], baseline: str | None = None) -> dict[str, Any] | None:
+    """{"title", "series", "code", "baseline"} for the top chart, or None when the run has nothing to
+    plot. The title names what is drawn: a run without gradient data never gets a gradient title.
+    `baseline`: a run of the same logdir that a leading worse_than_baseline finding was judged
+    against; the chart then draws the two runs' comparison, as that finding's card does."""
+    chart = _chart(run, findings)
+    if chart is None:
+        return None
+    if chart["code"] == WORSE_THAN_BASELINE and baseline is not None:
+        return {**chart, "title": f"This run against its baseline {baseline}", "baseline": baseline}
+    return {**chart, "baseline": None}
+
+
+def _chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | None:
     if findings:
         worst = findings[0]
         title, shown = _titled(run, LEADS.get(worst.code, ()))

@@ -64,9 +64,11 @@ class RunReport:
         errors: Iterable[str],
         problems: Iterable[FileProblem],
         pending: bool = False,
+        baseline_run: str | None = None,
     ) -> RunReport:
         """The story of a run read into `signals` (None: not read) and diagnosed into `findings`,
-        with the reader's `errors` and its event files' `problems`."""
+        with the reader's `errors` and its event files' `problems`; `baseline_run`: the run of the
+        same logdir its worse_than_baseline finding was judged against, for the lead chart."""
         problems = list(problems)
         cut = any(problem.kind in HIDES_THE_END for problem in problems)
         shown = [finding for finding in findings if not (cut and finding.code == KILLED)]
@@ -83,14 +85,15 @@ class RunReport:
             has_health_data=read.has_health_data,
             last_position=read.last_position,
             event_counts=dict(sorted(kinds.items())),
-            lead=lead_chart(read, shown),
+            lead=lead_chart(read, shown, baseline_run),
             timeline=timeline(read),
             plan=build_plan(read, shown),
         )
 
     @classmethod
-    def of(cls, diagnosis: Diagnosis, problems: Iterable[FileProblem]) -> RunReport:
-        return cls.told(diagnosis.group.name, diagnosis.signals, diagnosis.findings, diagnosis.errors, problems)
+    def of(cls, diagnosis: Diagnosis, problems: Iterable[FileProblem], baseline_run: str | None = None) -> RunReport:
+        name, signals = diagnosis.group.name, diagnosis.signals
+        return cls.told(name, signals, diagnosis.findings, diagnosis.errors, problems, baseline_run=baseline_run)
 
     @property
     def errors(self) -> list[str]:
