@@ -12,6 +12,7 @@ from tb_trainhealth.findings import (
     LOWER_RATE,
     RAISE_RATE,
     SCALE_INPUTS,
+    SCALE_TARGETS,
     TUNE_TF_DATA,
     Evidence,
     Finding,
@@ -43,8 +44,8 @@ def trial(intent, verdict: TrialVerdict, error: float, label: str = "change", co
     return TrialResult(intent.setting, intent.direction.value, label, verdict, code, error)
 
 
-def trials(*results: TrialResult) -> TrialsEvent:
-    return TrialsEvent(step=10, trials=results, findings=("loss_plateau",), samples=768, held_out=256, steps=200,
+def trials(*results: TrialResult, findings: tuple[str, ...] = ("loss_plateau",)) -> TrialsEvent:
+    return TrialsEvent(step=10, trials=results, findings=findings, samples=768, held_out=256, steps=200,
                        unchanged_error=0.9, unchanged_loss=2.0)  # fmt: skip
 
 
@@ -173,3 +174,25 @@ def test_a_fact_a_check_established_leads_even_where_a_short_trial_showed_no_gai
     assert (
         build_plan(run(worse), [finding("output_loss_mismatch", head)]).actions == ()
     )  # ...unless it made things worse
+
+
+def test_among_facts_the_one_whose_trial_helped_leads_but_a_change_no_rule_proposed_is_no_fact():
+    head = Fix("Use a linear output for regression.", "Dense(1)", (CHANGE_OUTPUT,))
+    targets = Fix("Scale the targets.", "y = (y - m) / s", (SCALE_TARGETS,))
+    findings = [finding("output_loss_mismatch", head), finding("unnormalized_target", targets)]
+    measured = trials(
+        trial(CHANGE_OUTPUT, TrialVerdict.SAME, 7.6, "output linear"),
+        trial(
+            SCALE_TARGETS, TrialVerdict.HELPED, 0.26, "targets scaled to [0, 1]", "y = (y - y_min) / (y_max - y_min)"
+        ),
+    )  # (dm_cars_sigmoid_output_unscaled_target: the authors scaled the targets)
+    plan = build_plan(run(measured), findings)
+    assert [a.intents for a in plan.actions] == [(SCALE_TARGETS,), (CHANGE_OUTPUT,)]
+    assert plan.actions[0].text.startswith("Train with targets scaled to [0, 1]")  # the words of what was measured
+    born = trials(
+        trial(CHANGE_OUTPUT, TrialVerdict.SAME, 1.09, "output softmax"),
+        trial(SCALE_INPUTS, TrialVerdict.HELPED, 0.98, "standardised inputs", "x = (x - m) / s"),
+        findings=("output_loss_mismatch",),
+    )  # (dm_masked_lstm_relu_output_cce: the softmax output is the fix; no rule proposed scaling)
+    plan = build_plan(run(born), [finding("output_loss_mismatch", head)])
+    assert [a.intents for a in plan.actions] == [(CHANGE_OUTPUT,), (SCALE_INPUTS,)]

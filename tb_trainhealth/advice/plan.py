@@ -106,10 +106,14 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
         ranked.append(_with_trial(action, trial, trials) if trial is not None else action)
     known = {intent for action in candidates for intent in action.intents}
     answered = tuple(trials.findings) if trials is not None else ()
+    born: list[Action] = []
     for trial in results:  # a change that helped and no rule proposed
         if trial.verdict is TrialVerdict.HELPED and _intent(trial) not in known:
-            born = Action(_trial_text(trial), trial.code, (_intent(trial),), answered or ("trial",))
-            ranked.append(_with_trial(born, trial, trials))
+            action = _with_trial(
+                Action(_trial_text(trial), trial.code, (_intent(trial),), answered or ("trial",)), trial, trials
+            )
+            born.append(action)
+            ranked.append(action)
     helped = sorted(
         (a for a in ranked if a.trial is not None and a.trial.verdict is TrialVerdict.HELPED),
         key=lambda a: a.trial.error if a.trial and a.trial.error is not None else 1e9,
@@ -124,8 +128,10 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     # trials order what follows (a short trial may not show a fix's gain where several things are wrong).
     # Among facts, those whose trial helped lead, best first (dm_cars_sigmoid_output_unscaled_target: a
     # linear output alone made no clear change, the targets scaled to the sigmoid's range did).
+    # (A change no rule proposed is no fact's fix, whatever findings asked for the trials:
+    # dm_masked_lstm_relu_output_cce's inputs, standardised, barely beat a constant.)
     facts = sorted(
-        (a for a in ranked if set(a.answers) & FACTS),
+        (a for a in ranked if set(a.answers) & FACTS and a not in born),
         key=lambda a: (a not in helped, helped.index(a) if a in helped else 0),
     )
     kept: list[Action] = []
