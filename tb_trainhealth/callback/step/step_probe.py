@@ -57,6 +57,7 @@ from tb_trainhealth.callback.step.gradient_row import (
     shared_vector,
     step_row,
 )
+from tb_trainhealth.callback.step.keras_step_as_traced import StepAsTraced, trainable_flags
 from tb_trainhealth.callback.step.row_buffer import RowBuffer
 from tb_trainhealth.callback.step.row_layout import LayerLayout, Rows, row_width
 from tb_trainhealth.callback.step.weight_norms import WeightNorms
@@ -221,6 +222,9 @@ class StepProbe:
         self._installed = True
         self._keras_function = self.model.train_function
         if self._instrumented is None:
+            if not keras_private.train_function_traced(self._keras_function):
+                # Keras would have traced its step in this fit: given back traced as it would have been.
+                self._keras_function = StepAsTraced(self.model, trainable_flags(self.model))
             build_optimizer(self.model)
             self.model.make_train_function(force=True)
             self._instrumented = self.model.train_function
@@ -241,10 +245,7 @@ class StepProbe:
         self._updater.__dict__.pop(self.ALL_REDUCE_HOOK, None)
         self.model.__dict__.pop("train_step", None)
         self._installed = False
-        if self._keras_function is not None:
-            self.model.train_function = self._keras_function
-        else:
-            self.model.make_train_function(force=True)
+        self.model.train_function = self._keras_function
         if keep:
             object.__setattr__(self.model, _ATTACHED, self)
         else:
