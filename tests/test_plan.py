@@ -3,11 +3,14 @@ apply, and trials deciding the order (issue 52)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tb_trainhealth.advice.plan import MAX_ACTIONS, build_plan
 from tb_trainhealth.contract.run_info import InputSource, RunInfo
 from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
 from tb_trainhealth.findings import (
     ADD_CLIPPING,
+    CHANGE_LOSS,
     CHANGE_OUTPUT,
     LOWER_RATE,
     RAISE_RATE,
@@ -196,3 +199,29 @@ def test_among_facts_the_one_whose_trial_helped_leads_but_a_change_no_rule_propo
     )  # (dm_masked_lstm_relu_output_cce: the softmax output is the fix; no rule proposed scaling)
     plan = build_plan(run(born), [finding("output_loss_mismatch", head)])
     assert [a.intents for a in plan.actions] == [(CHANGE_OUTPUT,), (SCALE_INPUTS,)]
+
+
+def test_a_second_change_that_helped_on_top_of_the_best_one_joins_it_in_one_action():
+    """Several things wrong (umlaut_negative_learning_rate: a negative rate, and logits under a
+    probability loss): each alone barely helps; the pair is one action, its second's own action goes."""
+    logits = Fix(
+        "Tell the loss it gets logits.", "loss=SparseCategoricalCrossentropy(from_logits=True)", (CHANGE_LOSS,)
+    )
+    rate = "learning rate -1e+05 -> 0.01"
+    measured = trials(
+        trial(RAISE_RATE, TrialVerdict.HELPED, 0.9, rate, "SGD(learning_rate=0.01)"),
+        trial(CHANGE_LOSS, TrialVerdict.SAME, 1.0, "from_logits=True"),
+        dataclasses.replace(
+            trial(CHANGE_LOSS, TrialVerdict.HELPED, 0.1, f"{rate} + from_logits=True", "SGD(0.01)\nfrom_logits=True"),
+            on_top_of=rate,
+        ),
+    )
+    plan = build_plan(run(measured), [finding("output_loss_mismatch", logits), finding("loss_plateau", RAISE)])
+    first = plan.actions[0]
+    assert first.intents == (CHANGE_LOSS, RAISE_RATE) or first.intents == (RAISE_RATE, CHANGE_LOSS)
+    assert first.code == "SGD(0.01)\nfrom_logits=True" and first.trial.on_top_of == rate
+    assert set(first.answers) == {"output_loss_mismatch", "loss_plateau"} and len(plan.actions) == 1
+    unhelpful = dataclasses.replace(measured.trials[2], verdict=TrialVerdict.SAME)
+    plan = build_plan(run(dataclasses.replace(measured, trials=(*measured.trials[:2], unhelpful))), [
+        finding("output_loss_mismatch", logits), finding("loss_plateau", RAISE)])  # fmt: skip
+    assert [a.intents for a in plan.actions] == [(CHANGE_LOSS,), (RAISE_RATE,)]  # (the fact leads; no pair)

@@ -93,7 +93,8 @@ def latest_trials(run: RunSignals) -> TrialsEvent | None:
 def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     """The run's plan from its findings (in the engine's order) and its latest trials."""
     trials = latest_trials(run)
-    results = list(trials.trials) if trials is not None else []
+    everything = list(trials.trials) if trials is not None else []
+    results = [t for t in everything if t.on_top_of is None]  # each change alone
     candidates = _candidates(findings, _applies(run))
     overruled: dict[str, str] = {}
     ranked: list[Action] = []
@@ -114,6 +115,7 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
             )
             born.append(action)
             ranked.append(action)
+    ranked, born = _both_where_both_helped(ranked, born, everything, trials)
     helped = sorted(
         (a for a in ranked if a.trial is not None and a.trial.verdict is TrialVerdict.HELPED),
         key=lambda a: a.trial.error if a.trial and a.trial.error is not None else 1e9,
@@ -122,7 +124,7 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
     # in the findings' order, causes first.
     untried = [a for a in ranked if a.trial is None or a.trial.verdict is not TrialVerdict.HELPED]
     against = [_intent(t) for t in results if t.verdict is TrialVerdict.WORSE]
-    won = [_intent(t) for t in results if t.verdict is TrialVerdict.HELPED]
+    won = [intent for a in helped for intent in a.intents]
     # A fact a check established (an output layer that cannot fit the loss, labels outside its range,
     # unscaled data) names the root cause: its fix leads unless a trial showed it made things worse;
     # trials order what follows (a short trial may not show a fix's gain where several things are wrong).
@@ -143,6 +145,26 @@ def build_plan(run: RunSignals, findings: list[Finding]) -> Plan:
             continue  # (a change that made things worse in every form it was tried)
         kept.append(action)
     return Plan(tuple(kept[:MAX_ACTIONS]), trials, overruled)
+
+
+def _both_where_both_helped(
+    ranked: list[Action], born: list[Action], everything: list[TrialResult], trials: TrialsEvent | None
+) -> tuple[list[Action], list[Action]]:
+    """The change that helped most alone becomes one action with the change that, on top of it, helped
+    most again (tried as a pair: several things wrong need both); the second's own action goes."""
+    pairs = [t for t in everything if t.on_top_of is not None and t.verdict is TrialVerdict.HELPED]
+    pair = min(pairs, key=lambda t: t.error if t.error is not None else 1e9, default=None)
+    base = next(
+        (a for a in ranked if pair is not None and a.trial is not None and a.trial.label == pair.on_top_of), None
+    )
+    if pair is None or base is None:
+        return ranked, born
+    second = next((a for a in ranked if a is not base and _intent(pair) in a.intents), None)
+    answers = tuple(dict.fromkeys([*base.answers, *(second.answers if second is not None else ())]))
+    intents = tuple(dict.fromkeys([*base.intents, _intent(pair)]))
+    both = _with_trial(Action(_trial_text(pair), pair.code, intents, answers), pair, trials)
+    ranked = [both if a is base else a for a in ranked if a is not second]
+    return ranked, [both if a is base else a for a in born if a is not second]
 
 
 def _applies(run: RunSignals):

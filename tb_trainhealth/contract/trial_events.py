@@ -33,6 +33,9 @@ class TrialResult:
     error: float | None = None
     loss: float | None = None
     failure: str | None = None
+    # A change tried on top of the one that helped most alone (that one's label): "several things
+    # wrong" needs both. Judged against that change alone; `label` names the pair.
+    on_top_of: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

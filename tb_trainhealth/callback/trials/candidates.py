@@ -74,6 +74,36 @@ class Candidate:
         return self.clipnorm is None and self.layer_config is None and self.loss is None and not self.reinitialize
 
 
+def conflict(first: Candidate, second: Candidate) -> bool:
+    """Whether two changes touch the same thing (one setting, the loss, the layers, the data's scale)."""
+    return (
+        first.intent.setting == second.intent.setting
+        or (first.loss is not None and second.loss is not None)
+        or (first.layer_config is not None and second.layer_config is not None)
+        or (first.rate is not None and second.rate is not None)
+        or (first.scale_inputs and second.scale_inputs)
+        or (first.target_scale is not None and second.target_scale is not None)
+        or (first.steps_factor > 1 and second.steps_factor > 1)
+    )
+
+
+def combined(first: Candidate, second: Candidate) -> Candidate:
+    """Both changes at once (they do not `conflict`): `second`'s intent, the pair's label and code."""
+    return Candidate(
+        second.intent,
+        f"{first.label} + {second.label}",
+        f"{first.code}\n{second.code}",
+        rate=first.rate if first.rate is not None else second.rate,
+        clipnorm=first.clipnorm if first.clipnorm is not None else second.clipnorm,
+        scale_inputs=first.scale_inputs or second.scale_inputs,
+        target_scale=first.target_scale or second.target_scale,
+        layer_config=first.layer_config or second.layer_config,
+        loss=first.loss if first.loss is not None else second.loss,
+        reinitialize=first.reinitialize or second.reinitialize,
+        steps_factor=max(first.steps_factor, second.steps_factor),
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class LossInfo:
     name: str

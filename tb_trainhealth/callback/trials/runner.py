@@ -10,6 +10,7 @@ would have without the trials.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 import time
@@ -21,7 +22,7 @@ import keras
 import numpy as np
 
 from tb_trainhealth.callback.preflight.clone import clone_compiled, fresh_optimizer, uncompiled_clone
-from tb_trainhealth.callback.trials.candidates import Candidate, candidates, loss_info
+from tb_trainhealth.callback.trials.candidates import Candidate, candidates, combined, conflict, loss_info
 from tb_trainhealth.callback.trials.sample import Sample
 from tb_trainhealth.callback.trials.task_error import Task, noise, task_error, task_of
 from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
@@ -84,11 +85,13 @@ def run_trials(
         margin = max(MIN_ERROR_GAIN, 2 * noise(task, sample.y_held, min(unchanged_error, 10.0)))
         results: list[TrialResult] = []
         untried: list[str] = []
-        for candidate in candidates(model, sample, task, codes, rate, clips):
+        tried = candidates(model, sample, task, codes, rate, clips)
+        for candidate in tried:
             if time.perf_counter() - began + trial.cost(candidate) > budget_seconds:
                 untried.append(candidate.label)
                 continue
             results.append(trial.judge(candidate, unchanged_error, unchanged_loss, margin))
+        results += _on_top_of_the_best(trial, tried, results, margin, began, budget_seconds)
     return TrialsEvent(
         step=step,
         trials=tuple(results),
@@ -102,6 +105,29 @@ def run_trials(
         budget_seconds=round(budget_seconds, 3),
         untried=tuple(untried),
     )
+
+
+def _on_top_of_the_best(
+    trial: _Trial, tried: list[Candidate], results: list[TrialResult], margin: float, began: float, budget: float
+) -> list[TrialResult]:
+    """Each other change on top of the one that helped most alone, judged against that one alone,
+    while the budget lasts (where several things are wrong, one change alone may not show its gain:
+    a negative learning rate set right, the logits' loss is what is left)."""
+    helped = [r for r in results if r.verdict is TrialVerdict.HELPED and r.error is not None]
+    best = min(helped, key=lambda r: r.error, default=None)
+    base = next((c for c in tried if best is not None and c.label == best.label), None)
+    if best is None or base is None:
+        return []
+    out = []
+    for candidate in tried:
+        if candidate is base or conflict(base, candidate):
+            continue
+        pair = combined(base, candidate)
+        if time.perf_counter() - began + trial.cost(pair) > budget:
+            break
+        result = trial.judge(pair, best.error, best.loss, margin)
+        out.append(dataclasses.replace(result, on_top_of=base.label))
+    return out
 
 
 def _finite(value: float | None) -> float | None:
