@@ -36,7 +36,7 @@ PARALLEL_RUNS = 2
 # Processes reading and diagnosing a local logdir's runs: one per core, at most this many.
 PARALLEL_PROCESSES = 8
 # TB_TRAINHEALTH_LOADER=tensorboard: read every run with TensorBoard's loaders (the data server, else
-# the Python one), never from the files directly (what the CLI did before issue 57).
+# the Python one), never from the files directly (slower: what the CLI did before it read the records itself).
 LOADER_VARIABLE, TENSORBOARD_LOADERS = "TB_TRAINHEALTH_LOADER", "tensorboard"
 # diagnose's help, and the top-level parser's: the exit statuses and the JSON.
 EPILOG = """\

@@ -75,7 +75,7 @@ PRIOR = {
     ARCHITECTURE: 6.0,
     "trainable": 6.0,
     "dtype_policy": 2.0,
-    # Constructor arguments that change what a layer computes (recorded since issue 54): the fault
+    # Constructor arguments that change what a layer computes (recorded since 2026-12): the fault
     # taxonomies' "wrong tensor shape" / "wrong input format" / "data flow" faults.
     "data_format": 6.0,
     "go_backwards": 6.0,

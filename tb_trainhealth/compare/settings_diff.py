@@ -64,7 +64,7 @@ def changed_settings(
 
 def _argument_of_one_recording(setting: str, alone: set[str], layers: tuple[tuple[str, str], ...]) -> bool:
     """A layer's constructor argument that one run recorded and the other did not, on a layer both
-    have: one run was recorded before every argument was (issue 54), not a change."""
+    have: one run was recorded before every argument was (before 2026-12), not a change."""
     layer, _, key = setting.rpartition(".")
     return key not in LAYER_KEYS and layer not in alone and any(name == layer for name, _ in layers)
 

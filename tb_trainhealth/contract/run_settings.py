@@ -22,7 +22,7 @@ can say "dense_1.activation: relu -> linear" without knowing every setting in ad
   `.return_sequences`, `.input_dim`, `.output_dim`, `.num_heads`, `.key_dim`, `.trainable`
   (only when False); and every other constructor argument the layer's `get_config()` gives as a
   scalar or a list of numbers (`.data_format`, `.go_backwards`, `.mask_zero`, `.target_shape`,
-  `.dims`, `.axis`, ...: `LAYER_EXTRA`, recorded since issue 54; not its name, dtype or seed);
+  `.dims`, `.axis`, ...: `LAYER_EXTRA`, recorded by callbacks since 2026-12; not its name, dtype or seed);
   initializers and regularizers as short strings ("GlorotUniform", "L2(l2=0.01)");
 - other callbacks, by class name: `EarlyStopping.patience`, `EarlyStopping.monitor`,
   `EarlyStopping.min_delta`, `EarlyStopping.restore_best_weights`,
@@ -74,7 +74,7 @@ DATA = (
 LAYER_CONFIG_SKIPPED = frozenset(
     {"name", "trainable", "dtype", "dtype_policy", "batch_shape", "batch_input_shape", "input_shape", "seed"}
 )
-# Layer settings recorded before issue 54: a run recorded since records every other constructor
+# Layer settings recorded by every callback version: a run recorded since 2026-12 records every other constructor
 # argument too, so one of those absent on one side only means an older recording, not a change.
 LAYER_KEYS = (
     "units",

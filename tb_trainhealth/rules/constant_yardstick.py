@@ -54,7 +54,7 @@ GOT_CLEAR = 0.10
 # Up to FAR_ABOVE_CONSTANT x the yardstick, a loss still falling (by STILL_FALLING over the last
 # third of the run) is on its way there, not wrong: a healthy short run whose output layer is
 # still learning the targets' offset (tests/test_common_mistakes' sigmoid twin: 2x after 180
-# steps, falling 30% an epoch). Beyond it, no trend excuses it (issue 44: an MSE falling from 58
+# steps, falling 30% an epoch). Beyond it, no trend excuses it (a real bug: an MSE falling from 58
 # to 37 where the mean scores 2).
 FAR_ABOVE_CONSTANT = 3.0
 STILL_FALLING = 0.10

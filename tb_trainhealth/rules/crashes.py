@@ -297,7 +297,7 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
 def _memory_in_use(run: RunSignals, event: OomEvent) -> str:
     """The memory in use at an OOM, as the finding's chart shows it: the chart's last reading
     before the error (else its first one after), not the reading taken after the failed step
-    freed its buffers (issue 58: "636 MB in use" under a chart of 680-705 MB). Without a chart,
+    freed its buffers ("636 MB in use" was said under a chart of 680-705 MB). Without a chart,
     the reading the event recorded."""
     series = run.get(sig.DEVICE_MEMORY_MB) or run.get(sig.HOST_MEMORY_MB)
     if series is not None and len(series):

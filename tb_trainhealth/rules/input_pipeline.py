@@ -74,7 +74,7 @@ def others_busy(run: RunSignals) -> float | None:
 def _is_highly_input_bound(run: RunSignals) -> bool:
     """What lifts a speed lint to a warning: a moderate wait does not (a healthy two-worker run on
     a busy machine waited 9% of its step, and its in-memory pipeline's missing prefetch was called
-    a warning: issue 44), nor a wait on a machine other processes kept busy."""
+    a warning), nor a wait on a machine other processes kept busy."""
     measured = input_share(run)
     return measured is not None and measured[0] >= HIGHLY_INPUT_BOUND and measured[1] >= _min_wait_ms(run)
 

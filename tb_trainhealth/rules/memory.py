@@ -41,7 +41,7 @@ LEVELLED_OFF_RATIO = 0.35
 LEVEL_SHARE = 0.9
 # A plausible long run of the same training: a day at the run's own step time, or this many
 # times its planned steps (the run's own steps where the plan is unknown), whichever is shorter.
-# A steady leak that fills the process within it is a warning (issue 58: a callback keeping every
+# A steady leak that fills the process within it is a warning (bench/memory_zoo.py: a callback keeping every
 # batch's outputs grew 2.2 GiB in a few hundred steps and was info because that run ended first).
 LONG_RUN_S = 24 * 3600
 LONG_RUN_TIMES_PLANNED = 10

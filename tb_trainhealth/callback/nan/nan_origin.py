@@ -79,7 +79,7 @@ def _sate_abandoned_arrays(err: BaseException) -> None:
     recurrent layer's eager loop (Keras' TensorFlow backend writes each step's output into a
     TensorArray) at the step that overflows; the arrays that loop holds are never read again,
     and TensorFlow logged an "ERROR:tensorflow: Object was never used (type <class
-    '...TensorArray'>)" block for each when it was collected (the demo's RNN run, issue 55).
+    '...TensorArray'>)" block for each when it was collected (the demo's RNN run).
     They are the loop body's arguments, in the frames of the traceback."""
     tb = err.__traceback__
     while tb is not None:
