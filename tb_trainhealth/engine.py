@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 import numpy as np
 
@@ -16,6 +17,13 @@ from tb_trainhealth.rules.common_fixes import fit_to_run
 from tb_trainhealth.signals import RunSignals
 
 logger = logging.getLogger(__name__)
+# Set (to anything) by the test suite: a rule that gives a code its spec does not declare fails the
+# test at once. Elsewhere the finding is kept and the run says which rule is at fault.
+STRICT_CODES_VARIABLE = "TB_TRAINHEALTH_STRICT_CODES"
+
+
+class UndeclaredCode(AssertionError):
+    """A rule gave a finding code its `RuleSpec.codes` does not list."""
 
 
 def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool = True) -> list[Finding]:
@@ -30,10 +38,18 @@ def diagnose(run: RunSignals, rules: tuple[RuleSpec, ...] = RULES, final: bool =
         if rule.final_only and not final:
             continue
         try:
-            by_rule.append((rule, rule.check(run if rule.sees_past_nan else alive)))
+            given = rule.check(run if rule.sees_past_nan else alive)
         except Exception as err:  # a rule bug must not cost the user the other diagnoses
             logger.debug("rule %s failed on run %r", rule.name, run.run, exc_info=True)
             run.errors.append(f"rule {rule.name} failed: {err}")
+            continue
+        stray = sorted({finding.code for finding in given} - set(rule.codes))
+        if stray:
+            message = f"rule {rule.name} gave code(s) {', '.join(stray)} its spec does not declare"
+            if os.environ.get(STRICT_CODES_VARIABLE):
+                raise UndeclaredCode(message)
+            run.errors.append(message)
+        by_rule.append((rule, given))
     found = [finding for _, findings in by_rule for finding in findings]
     findings = [
         finding
