@@ -6,6 +6,7 @@
 import { BEST, fetchCompare, type Change, type Comparison, type SettingValue, type SignalChange, type Verdict } from "./compare_api";
 import { gradRatioList, overlayCharts } from "./compare_chart";
 import { codeBlock } from "./code_block";
+import { WORSE_THAN_BASELINE } from "./codes";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
 import { errorText, fmtNum, fmtStep } from "./format";
@@ -146,7 +147,7 @@ export class CompareSection {
       ]),
       h("p", { class: "th-compare-why", testid: "compare-why", text: c.why + (parted ? "; " + parted : "") + "." }),
     );
-    const worse = c.findings.find((f) => f.code === "worse_than_baseline");
+    const worse = c.findings.find((f) => f.code === WORSE_THAN_BASELINE);
     if (worse && worse.fixes.length) {
       body.appendChild(h("h4", { class: "th-fixes-title", text: worse.fixes.length === 1 ? "Fix" : "Fixes" }));
       body.appendChild(h("ol", { class: "th-fixes" }, worse.fixes.map((fix) => h("li", {}, [h("div", { class: "th-fix-text", text: fix.text }), fix.code !== null ? codeBlock(fix.code) : null]))));

@@ -4,6 +4,7 @@
 // its baseline draws both runs' curves there, as the comparison does (compare_chart.ts).
 import type { Fact, Finding, RunFindings, SeriesData } from "./api";
 import type { Line } from "./chart_types";
+import { PART_NOT_RECORDED, WORSE_THAN_BASELINE } from "./codes";
 import { overlayCharts } from "./compare_chart";
 import { fetchCompare, type Comparison } from "./compare_api";
 import { clear, h } from "./dom";
@@ -12,7 +13,6 @@ import { badge, errorText } from "./format";
 import { planStepSelector } from "./plan_view";
 import { scalarColor, severityColor } from "./theme";
 
-const WORSE = "worse_than_baseline";
 
 /** Draws a card's charts once the run's series have arrived (or failed: `err`). */
 export type MountCharts = (s: SeriesData | null, err: string | null) => void;
@@ -61,7 +61,7 @@ function planRef(steps: number[]): HTMLElement {
 
 /** ": parts off in this run: ..." where the callback turned parts off (part_not_recorded), else "". */
 function partsOff(f: RunFindings): string {
-  const off = f.findings.filter((x) => x.code === "part_not_recorded").map((x) => x.title);
+  const off = f.findings.filter((x) => x.code === PART_NOT_RECORDED).map((x) => x.title);
   return off.length ? " (parts off in this run: " + off.join("; ") + ")" : "";
 }
 
@@ -76,7 +76,7 @@ export function findingCard(
   const syncKey = "th-card-" + index;
   const available = new Set(f.series);
   // The baseline it was judged against, where it is a run here: its curves come from the compare route.
-  const baseline = finding.code === WORSE ? f.baseline_run : null;
+  const baseline = finding.code === WORSE_THAN_BASELINE ? f.baseline_run : null;
   const plotted = baseline !== null ? [] : ev.series.filter((s) => available.has(s));
   const missing = ev.series.filter((s) => !available.has(s));
 
@@ -111,7 +111,7 @@ export function findingCard(
     evidence.appendChild(box);
   }
   const why = partsOff(f);
-  if (finding.code === WORSE && baseline === null)
+  if (finding.code === WORSE_THAN_BASELINE && baseline === null)
     evidence.appendChild(h("div", { class: "th-chart-note", text: "The baseline is not a run of this logdir: only this run's curve is drawn. Compare the two with tb-trainhealth compare RUN BASELINE." }));
   if (overlay === null && plotted.length === 0 && ev.facts.length === 0) {
     evidence.appendChild(

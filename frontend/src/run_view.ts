@@ -3,6 +3,7 @@
 // run (compare_view.ts), the chart of its worst problem, its timeline and the finding cards.
 // Keeps the scroll position when the same run is refreshed.
 import { fetchFindings, fetchSeries, type Finding, type Lead, type RunFindings, type RunSummary, type SeriesData, type TimelineEntry } from "./api";
+import { PART_NOT_RECORDED } from "./codes";
 import { CompareSection } from "./compare_view";
 import { clear, h } from "./dom";
 import { EvidenceCharts } from "./evidence_charts";
@@ -132,7 +133,7 @@ export class RunView {
 
     if (f.errors.length > 0) view.appendChild(errorsNotice(f.errors));
     if (f.notes.length > 0) view.appendChild(notesNotice(f.notes));
-    const off = f.findings.filter((x) => x.code === "part_not_recorded");
+    const off = f.findings.filter((x) => x.code === PART_NOT_RECORDED);
     if (off.length > 0) view.appendChild(partsOffNotice(off));
     if (f.plan.length > 0) view.appendChild(planSection(f.plan, f.planNote));
     if (!f.has_health_data && !unreadable) view.appendChild(noCallbackHint());
