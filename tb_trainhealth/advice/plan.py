@@ -21,9 +21,9 @@ from tb_trainhealth.findings import TF_DATA, Direction, Finding, Fix, Intent, Se
 from tb_trainhealth.signals import RunSignals
 
 MAX_ACTIONS = 3
-# Findings a check established from the model and the data themselves (not rules of thumb about a curve).
 # A trial whose held-out error is below this share of a constant prediction's made the model learn.
 LEARNS = 0.5
+# Findings a check established from the model and the data themselves (not rules of thumb about a curve).
 FACTS = frozenset({"output_loss_mismatch", "label_problem", "unnormalized_input", "unnormalized_target"})
 # Input kinds whose pipeline a tf.data change can reach (contract.run_info.InputSource.type).
 TF_DATA_INPUTS = ("tf.data", "?")
