@@ -14,19 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_trainhealth.callback.frameworks import keras_private
+
 
 def trainable_flags(model: Any) -> list[tuple[Any, bool]]:
     """Every layer's `trainable`, the model's own first and each layer before its sublayers (the
     order to set them back in: setting a layer's flag sets its sublayers' too)."""
-    flags, pending, seen = [], [model], set()
-    while pending:
-        layer = pending.pop(0)
-        if id(layer) in seen:
-            continue
-        seen.add(id(layer))
-        flags.append((layer, bool(layer.trainable)))
-        pending[:0] = list(getattr(layer, "layers", None) or getattr(layer, "_layers", None) or [])
-    return flags
+    layers = keras_private.flatten_layers(model) or [model, *(getattr(model, "layers", None) or [])]
+    return [(layer, bool(layer.trainable)) for layer in layers]
 
 
 class StepAsTraced:
