@@ -160,3 +160,45 @@ def test_one_hot_targets_get_a_categorical_head_and_class_ids_a_sparse_one():
         sample = Sample(x, y, x[:100], y[:100], 32)
         (head, *_) = candidates(model, sample, task_of(y), {"worse_than_constant"}, 1e-3, False)
         assert head.loss == loss and "softmax" in head.label, head
+
+
+def _signed_regression(seed: int = 0, n: int = 1200):
+    """Real-valued targets in [-1, 1] from a smooth function of the inputs."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 10)).astype("float32")
+    return x, np.tanh(x[:, :3].sum(axis=1) / 2).astype("float32")
+
+
+def _fit_sigmoid_bce(log_dir: str, y: np.ndarray, x: np.ndarray) -> None:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((10,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1, activation="sigmoid")]
+    )
+    model.compile("adam", "binary_crossentropy")
+    callback = HealthCallback(log_dir, verbose=False, trials=TRIAL_SECONDS)
+    model.fit(x, y, epochs=4, batch_size=32, verbose=0, callbacks=[callback])
+
+
+def test_real_valued_targets_under_binary_crossentropy_are_tried_as_a_regression(tmp_path):
+    """Targets in [-1, 1] under a sigmoid and binary_crossentropy are a regression (real-bug zoo
+    dm_bce_targets_in_minus1_1): a linear output with mse, or the targets scaled into the sigmoid's
+    [0, 1], is what to change, and the trial tells which; the plan's first step is one that helped."""
+    x, y = _signed_regression()
+    _fit_sigmoid_bce(str(tmp_path), y, x)
+    signals, findings = _read(str(tmp_path))
+    assert "label_problem" in {f.code for f in findings}
+    (trials,) = signals.events_of(TrialsEvent)
+    labels = {t.label: t.verdict for t in trials.trials}
+    assert "targets scaled to [0, 1]" in labels and any("output linear" in label for label in labels), labels
+    first = build_plan(signals, findings).actions[0]
+    assert first.tried and first.trial.verdict is TrialVerdict.HELPED, first
+
+
+def test_class_labels_coded_one_and_two_are_not_tried(tmp_path):
+    """Labels 1/2 under binary_crossentropy are wrong data, not a setting: no change of settings is
+    tried on them (the fix is the labels)."""
+    x, y = _signed_regression()
+    _fit_sigmoid_bce(str(tmp_path), (y > 0).astype("float32") + 1, x)
+    signals, findings = _read(str(tmp_path))
+    assert "label_problem" in {f.code for f in findings}
+    assert not signals.events_of(TrialsEvent)

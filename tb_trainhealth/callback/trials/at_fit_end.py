@@ -23,7 +23,7 @@ from tb_trainhealth.callback.trials.runner import run_trials
 from tb_trainhealth.callback.trials.sample import take_sample
 from tb_trainhealth.contract.events import NanOriginEvent
 from tb_trainhealth.contract.trial_events import TrialsEvent
-from tb_trainhealth.findings import Finding, Severity
+from tb_trainhealth.findings import SCALE_TARGETS, Finding, Severity
 
 # Findings whose usual fixes are changes a trial can measure (the learning kind).
 LEARNING = frozenset(
@@ -97,9 +97,22 @@ def setup_at_start(model: Any, adapter: Any, base_step: int) -> TrialSetup:
 
 
 def codes_to_try(findings: list[Finding]) -> set[str]:
-    """The learning-kind codes at warning or worse; none where the data or the process failed."""
-    loud = {f.code for f in findings if f.severity >= Severity.WARNING}
-    return set() if loud & NOT_SETTINGS else loud & LEARNING
+    """The learning-kind codes at warning or worse; none where the data or the process failed.
+    Real-valued targets under a classification loss are no broken data but a head, loss or scale
+    to change (a linear output with mse, or the targets scaled into a sigmoid's [0, 1]): tried."""
+    loud = [f for f in findings if f.severity >= Severity.WARNING]
+    regression_targets = any(_regression_targets(f) for f in loud)
+    codes = {f.code for f in loud}
+    if regression_targets:  # (the loss gone negative follows from the same targets)
+        codes -= {"label_problem"}
+    if codes & NOT_SETTINGS:
+        return set()
+    return (codes & LEARNING) | ({"label_problem"} if regression_targets else set())
+
+
+def _regression_targets(finding: Finding) -> bool:
+    """A label finding whose first fix treats the labels as real values (a target scale to add)."""
+    return finding.code == "label_problem" and bool(finding.fixes) and SCALE_TARGETS in finding.fixes[0].intents
 
 
 def budget_seconds(fit_seconds: float, seconds: float | None = None) -> float:

@@ -230,9 +230,10 @@ def _data(sample: Sample, task: Task, output_activation: str) -> list[Candidate]
     if not task.is_classification:
         y = sample.y.astype("float64")
         mean, std = float(y.mean()), float(y.std()) or 1.0
-        if abs(mean) > MAX_TARGET_SCALE * max(std, 1.0) or std > MAX_TARGET_SCALE:
+        low, high = float(y.min()), float(y.max())
+        beyond_sigmoid = output_activation == "sigmoid" and (low < 0 or high > 1)
+        if abs(mean) > MAX_TARGET_SCALE * max(std, 1.0) or std > MAX_TARGET_SCALE or beyond_sigmoid:
             if output_activation == "sigmoid":
-                low, high = float(y.min()), float(y.max())
                 out.append(
                     Candidate(
                         SCALE_TARGETS,
