@@ -182,3 +182,75 @@ def counting_proxy(upstream: str) -> Iterator[tuple[str, Traffic]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class SwitchableProxy:
+    """A TCP forwarder on a fixed loopback port in front of `upstream`: `down()` closes its port and
+    every open connection (a client gets "connection refused", as from a store that went away),
+    `up()` opens the same port again."""
+
+    def __init__(self, upstream: str):
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def up(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            for connection in self._open:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+                connection.close()
+            self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:  # closed by down()
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+
+@contextlib.contextmanager
+def switchable_proxy(upstream: str) -> Iterator[SwitchableProxy]:
+    proxy = SwitchableProxy(upstream)
+    proxy.up()
+    try:
+        yield proxy
+    finally:
+        proxy.down()

@@ -1,7 +1,8 @@
 """Logs in a bucket, under faults (issue 53, part 2), against the emulators on loopback
 (tests/bucket_emulators.py): a bucket that does not exist, credentials the store refuses, an
 endpoint that takes no connection. Each command says so in one line on stderr and exits 2 (no
-traceback); `compare` keeps the URL's "//" in run names."""
+traceback); `compare` keeps the URL's "//" in run names; `watch` outlives a store that goes away
+and comes back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import subprocess
 import sys
 
 import pytest
-from bucket_emulators import BUCKET, client_environment, environment, free_port, running_emulator
+from bucket_emulators import (
+    BUCKET,
+    client_environment,
+    environment,
+    free_port,
+    running_emulator,
+    switchable_proxy,
+)
 from conftest import ROOT
 
 MISSING = "no-such-bucket"
@@ -116,3 +124,59 @@ def test_the_tab_says_a_refused_listing_not_no_runs_yet(monkeypatch):
     assert missing["logdir_problem_kind"] == route_answers.BUCKET_UNREADABLE, missing
     assert "bucket does not exist" in missing["logdir_problem"] and f"s3://{MISSING}/logs" in missing["logdir_problem"]
     assert (empty["logdir_problem_kind"], empty["logdir_problem"], empty["runs"]) == (None, None, [])
+
+
+def _lines_until(stream, wanted: str, seconds: float) -> list[str]:
+    """Lines read from `stream` until one contains `wanted` (or the time is up)."""
+    import time
+
+    lines: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not any(wanted in line for line in lines):
+        line = stream.readline()
+        if not line:
+            break
+        lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_watch_says_once_that_the_store_went_away_and_carries_on_when_it_returns(scheme, tmp_path):
+    """The endpoint stops taking connections mid-watch (its port closed, as a store that went away):
+    `watch` says so in one line, keeps looking less and less often, says when the store answers
+    again, and prints the finding of a run that arrived meanwhile. No traceback, no exit."""
+    script = (
+        f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'demo')!r}); "
+        f"import scenarios; scenarios.nan_input({str(tmp_path / 'run')!r})"
+    )
+    train = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert train.returncode == 0, train.stderr[-2000:]
+    with running_emulator(scheme) as emulator, environment(emulator.env), switchable_proxy(emulator.endpoint) as proxy:
+        bucket = emulator.filesystem()
+        bucket.put(str(tmp_path / "run"), f"{BUCKET}/logs/first", recursive=True)
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "tb_trainhealth.cli", "watch", f"{scheme}://{BUCKET}/logs", "--interval", "0.5",
+             "--timeout", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, **client_environment(scheme, proxy.endpoint)},
+        )  # fmt: skip
+        try:
+            lines = _lines_until(watch.stdout, "first: nonfinite", 60)
+            proxy.down()
+            lines += _lines_until(watch.stdout, "[store]", 30)
+            bucket.put(str(tmp_path / "run"), f"{BUCKET}/logs/second", recursive=True)  # (not through the proxy)
+            proxy.up()
+            lines += _lines_until(watch.stdout, "second: nonfinite", 60)
+            lines += (
+                _lines_until(watch.stdout, "answers again", 5) if not any("answers again" in x for x in lines) else []
+            )
+        finally:
+            watch.terminate()
+            rest, errors = watch.communicate(timeout=30)
+    output = "".join(lines) + rest
+    store = [line for line in output.splitlines() if "[store]" in line]
+    assert len(store) == 2, output
+    assert "does not answer" in store[0] and "trying again" in store[0], store
+    assert f"{scheme}://{BUCKET}/logs answers again" in store[1], store
+    assert "second: nonfinite @ step 38" in output, output
+    assert "Traceback" not in errors, errors[-3000:]

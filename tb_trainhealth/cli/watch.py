@@ -2,6 +2,8 @@
 warning/critical finding (again when it gets worse) and each new run or event-file error once,
 timestamped. Owns the polling loop: reload, re-diagnose only runs that grew or asked to be
 looked at again (a silent run becomes a stall as time passes), sleep, until --timeout or Ctrl-C.
+A store that stops answering mid-watch is said once and tried again less and less often
+(`Outage`), and said again when it answers: a bucket's blip never ends the watch.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from tb_trainhealth.cli.exit_status import EXIT_OK
+from tb_trainhealth.cli.outage import Outage
 from tb_trainhealth.read import event_files
 from tb_trainhealth.run_paths import is_local
 from tb_trainhealth.tracking import FindingTracker, finding_line
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
     """Print each new warning/critical finding (and run error) once, as runs are written."""
     from tb_trainhealth.diagnosis import diagnose_run
-    from tb_trainhealth.read.logdir import followed_logdir
+    from tb_trainhealth.read.logdir import LogdirError, followed_logdir
     from tb_trainhealth.read.reader import SignalReader
     from tb_trainhealth.report.run_report import RunReport
 
@@ -61,8 +64,16 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
             fingerprints: dict[str, tuple[int, float, int]] = {}
             recheck_at: dict[str, float | None] = {}
             checker = event_files.EventFileChecker(logdir) if is_local(logdir) else None
+            outage = Outage(logdir, interval)
             while True:
-                reload()
+                try:
+                    reload()
+                except LogdirError as err:  # (raised only where the logdir itself cannot be read)
+                    _sleep(outage.failed(str(err)), deadline)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return EXIT_OK
+                    continue
+                outage.answered()
                 groups = reader.groups()
                 problems: dict[str, list[event_files.FileProblem]] = {}
                 if checker is not None:  # only what was appended since the last look is read
@@ -80,9 +91,13 @@ def watch_logdir(logdir: str, interval: float, timeout: float | None) -> int:
                         _print_new(report, diagnosis.errors, trackers[group.name], errors_seen)
                 if deadline is not None and time.monotonic() >= deadline:
                     return EXIT_OK
-                time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+                _sleep(interval, deadline)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _sleep(seconds: float, deadline: float | None) -> None:
+    time.sleep(seconds if deadline is None else max(0.0, min(seconds, deadline - time.monotonic())))
 
 
 def _print_new(

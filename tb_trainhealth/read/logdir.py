@@ -61,6 +61,9 @@ class LiveLogdir:
         self.reload()
 
     def reload(self) -> None:
+        closed = None if is_local(self.logdir) else storage.endpoint_closed(storage.scheme(self.logdir))
+        if closed is not None:  # said at once (a client retries a refused connection for seconds)
+            raise LogdirError(f"cannot read {self.logdir}: {closed}")
         try:
             self.multiplexer.AddRunsFromDirectory(self.logdir)
             self.multiplexer.Reload()
