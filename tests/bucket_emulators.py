@@ -209,6 +209,8 @@ class SwitchableProxy:
     def down(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # (wakes the thread in accept(): close alone does not)
             listener.close()
         with self._lock:
             for connection in self._open:

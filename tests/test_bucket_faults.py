@@ -22,6 +22,13 @@ from bucket_emulators import (
 )
 from conftest import ROOT
 
+from tb_trainhealth.contract import series as sig
+from tb_trainhealth.diagnosis import diagnose_run
+from tb_trainhealth.read.logdir import open_logdir
+from tb_trainhealth.read.reader import SignalReader
+
+pytestmark = pytest.mark.bucket
+
 MISSING = "no-such-bucket"
 
 
@@ -180,3 +187,68 @@ def test_watch_says_once_that_the_store_went_away_and_carries_on_when_it_returns
     assert f"{scheme}://{BUCKET}/logs answers again" in store[1], store
     assert "second: nonfinite @ step 38" in output, output
     assert "Traceback" not in errors, errors[-3000:]
+
+
+def test_a_store_that_goes_away_mid_fit_changes_no_loss_and_gets_the_whole_run_when_it_returns(tmp_path):
+    """The endpoint's port closes after the run's first upload and opens again 25 epochs (12 s, past
+        the next periodic upload) later: the fit's losses are those of the same fit without the
+        callback, an upload that failed meanwhile is said once at most (nothing else on stderr: no
+    traceback), and the bucket ends with every epoch."""
+    script = os.path.join(ROOT, "tests", "bucket_outage_training.py")
+    with running_emulator("s3") as emulator, environment(emulator.env), switchable_proxy(emulator.endpoint) as proxy:
+        run = emulator.url("logs/away")
+        fit = subprocess.Popen(
+            [sys.executable, script, run], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**os.environ, **client_environment("s3", proxy.endpoint), "TMPDIR": str(tmp_path)},
+        )  # fmt: skip
+        try:
+            lines = _lines_until(fit.stdout, "epoch 1\n", 120)
+            bucket = emulator.filesystem()
+            _wait_until(lambda: bucket.find(f"{BUCKET}/logs/away"), 30)  # the first upload, through the proxy
+            proxy.down()
+            lines += _lines_until(fit.stdout, "epoch 26\n", 60)
+            proxy.up()
+            rest, errors = fit.communicate(timeout=120)
+        finally:
+            fit.kill()
+        plain = subprocess.run([sys.executable, script, "plain"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        bucket.get(f"{BUCKET}/logs/away/", str(tmp_path / "copy"), recursive=True)
+    assert fit.returncode == 0, errors[-3000:]
+    losses = json.loads(rest.splitlines()[-1])["losses"]
+    assert losses == json.loads(plain.stdout.splitlines()[-1])["losses"]
+    said = [line for line in errors.splitlines() if line.startswith("tb-trainhealth: ")]
+    # (s3fs retries a refused connection for a while: an upload under way may wait the outage out)
+    assert len(said) <= 1 and all("could not upload" in x and "training goes on" in x for x in said), errors[-3000:]
+    reader = SignalReader(open_logdir(str(tmp_path / "copy")))
+    (group,) = reader.groups()
+    recorded = diagnose_run(reader, group).signals.get(sig.EPOCH_LOSS)
+    assert len(losses) == 30 and recorded is not None, recorded
+    assert recorded.values.tolist() == pytest.approx(losses, rel=1e-6)  # every epoch, as trained
+
+
+def _wait_until(found, seconds: float) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not found():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_writer_closed_after_its_run_was_all_sent_does_not_fail():
+    """The exit's last upload sends the run and removes the local copy; the writer's own close can
+    come after it (the idle closer's thread): nothing left to send, no error (it raised
+    FileNotFoundError on the removed folder when a store outage moved the timings)."""
+    from tb_trainhealth.callback.record.bucket_mirror import BucketMirror
+
+    with running_emulator("s3") as emulator, environment(emulator.env):
+        mirror = BucketMirror(emulator.url("logs/closed"))
+        with open(os.path.join(mirror.local_dir, "events.out.tfevents.1"), "wb") as file:
+            file.write(b"x" * 100)
+        mirror.flushed()
+        mirror.ask_last()
+        assert mirror.wait(30) is None
+        assert not os.path.exists(mirror.local_dir)
+        mirror.close()  # the writer's close, late
+        (name,) = emulator.filesystem().find(f"{BUCKET}/logs/closed")
+    assert name.endswith("events.out.tfevents.1")

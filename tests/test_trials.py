@@ -156,7 +156,10 @@ def test_one_hot_targets_get_a_categorical_head_and_class_ids_a_sparse_one():
     model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(4, activation="relu")])
     model.compile("adam", "categorical_crossentropy")
     x, ids = _data(n=400)
-    for y, loss in ((np.eye(4, dtype="float32")[ids], "categorical_crossentropy"), (ids, "sparse_categorical_crossentropy")):
+    for y, loss in (
+        (np.eye(4, dtype="float32")[ids], "categorical_crossentropy"),
+        (ids, "sparse_categorical_crossentropy"),
+    ):
         sample = Sample(x, y, x[:100], y[:100], 32)
         (head, *_) = candidates(model, sample, task_of(y), {"worse_than_constant"}, 1e-3, False)
         assert head.loss == loss and "softmax" in head.label, head

@@ -67,10 +67,13 @@ class BucketMirror:
 
     def flushed(self) -> None:
         """Just after the writer flushed every file here: their sizes end on a record boundary;
-        ask for an upload of them (after the one under way, if any). Returns at once."""
-        sizes = {name: os.path.getsize(os.path.join(self.local_dir, name)) for name in os.listdir(self.local_dir)}
-        with self._state:
-            self._flushed.update(sizes)
+        ask for an upload of them (after the one under way, if any). Returns at once. Nothing once the
+        run is all sent and its local copy gone (a writer closed after the exit's last upload)."""
+        with self._state:  # (the uploader removes the copy only after it says gone, under this lock)
+            if self._gone:
+                return
+            local = self.local_dir
+            self._flushed.update({name: os.path.getsize(os.path.join(local, name)) for name in os.listdir(local)})
             self._ask()
 
     def close(self) -> None:
