@@ -86,6 +86,12 @@ def test_measured_wait_matches_an_injected_delay_and_is_input_bound(tmp_path, ma
     (bound,) = [f for f in findings if f.code == "input_bound"]
     assert bound.severity == Severity.WARNING and "highly input-bound" in bound.title
     assert "ms for its batch" in bound.detail and bound.fixes
+    # One story about the input: each speed lint says the wait input_bound measured, in its words.
+    share = bound.title.split("waits for input ")[1].split(" of")[0]
+    speed = [f for f in findings if f.evidence.check in ("no_prefetch", "sequential_map")]
+    assert bool(speed) == isinstance(make_data(), tf.data.Dataset)
+    for lint in speed:
+        assert f"{share} of its step time (see input_bound)" in lint.detail and lint.severity == Severity.WARNING
     if isinstance(make_data(), keras.utils.PyDataset):
         assert "workers=1" in bound.fixes[0].text and "workers=8" in bound.fixes[0].code
 

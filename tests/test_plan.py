@@ -162,6 +162,11 @@ def test_every_demo_run_gets_one_plan_without_contradictions_repeats_or_changes_
         kind = diagnosis.signals.info.input.type if diagnosis.signals.info.input else "?"
         if kind not in ("tf.data", "?"):
             assert TUNE_TF_DATA not in said, group.name
+        if any("the step size is not the cause" in f.detail for f in diagnosis.findings):  # (zeroed_inputs)
+            assert not [i for i in said if i.setting == "learning_rate"], (group.name, said)
+        codes = {f.code for f in diagnosis.findings}
+        for f in diagnosis.findings:  # (vanishing_gradients: the gradients are the plateau's cause, not the rate)
+            assert not (f.code == "loss_plateau" and "vanishing_gradients" in codes and "learning rate" in f.title)
         loud = [f for f in diagnosis.findings if f.severity >= Severity.WARNING]
         assert bool(actions) == bool(loud), group.name  # a failing run is told what to do, a healthy one nothing
         told += bool(actions)

@@ -1,8 +1,9 @@
 """Why the weights barely move, where they barely move: the cause a plateau or a crawl names.
 
 A learning rate far too small, clipping that holds every update near zero, an optimizer left at a
-default rate far below what it needs, or a rate so large its first steps wrecked the model: each
-has its own fix, so `loss_plateau` and `undertrained` name which one.
+default rate far below what it needs, a rate so large its first steps wrecked the model, or
+gradients that vanish before the first layers: each has its own fix, so `loss_plateau` and
+`undertrained` name which one.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.findings import RAISE_RATE, Fix
 from tb_trainhealth.rules.common_fixes import LR_FIX_LOWER, RAISE
+from tb_trainhealth.rules.gradients import RELU_HIDDEN_FIX, vanishing
 from tb_trainhealth.rules.run_setup import large_rate
 from tb_trainhealth.rules.weight_health import update_ratio_level
 from tb_trainhealth.series_math import finite_part
@@ -76,6 +78,13 @@ def frozen_cause(run: RunSignals) -> tuple[str, Fix] | None:
                 f"keras.optimizers.{optimizer}(learning_rate={good:g})",
                 (RAISE_RATE,),
             ),
+        )
+    gone = None if tiny_lr else vanishing(run)
+    if gone is not None:  # (the rate is not small; the gradient does not reach the first layers)
+        return (
+            f"the gradients vanish before the first layers ({gone.first_layer} gets {gone.ratio:.1g}x the gradient "
+            f"of {gone.last_layer}): {moved or 'the weights barely move'}",
+            RELU_HIDDEN_FIX,
         )
     why = (
         f"each step moves the weights by only {ratio:.1e} of their size (healthy training: about 1e-3)."

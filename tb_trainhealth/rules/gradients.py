@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
@@ -141,12 +143,22 @@ def _first_and_last_layer(run: RunSignals) -> tuple[np.ndarray, np.ndarray, int,
     return layer_norms.steps[usable], norms[usable], columns[0], columns[-1]
 
 
-def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
-    # (Zero inputs or dead ReLU units give zero gradients below them: the registry defers this
-    # rule to those findings.)
+@dataclasses.dataclass(frozen=True)
+class Vanishing:
+    onset: int
+    last_step: int
+    ratio: float  # first layer's gradient norm / last layer's (median over the second half)
+    first_norm: float
+    first_layer: str
+    last_layer: str
+
+
+def vanishing(run: RunSignals) -> Vanishing | None:
+    """Where the first layer's gradient stays a vanishing share of the last layer's through most of
+    the run's second half (AUTOTRAINER's condition, or SageMaker's absolute one), from when."""
     found = _first_and_last_layer(run)
     if found is None:
-        return []
+        return None
     steps, norms, first_column, last_column = found
     first, last = norms[:, 0], norms[:, 1]
     first_rms = first / np.sqrt(run.layers[first_column].params)
@@ -160,7 +172,7 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
     below = rolling_median(vanishing.astype(np.float64), smoothing_window(len(steps))) > 0.5
     late = slice(len(steps) // 2, None)
     if np.mean(vanishing[late]) <= 0.5:  # must hold through most of the second half
-        return []
+        return None
     # Onset: start of the final stretch the condition holds.
     holds_until_end = np.flip(np.cumprod(np.flip(below)))
     onset_index = int(np.argmax(holds_until_end)) if holds_until_end.any() else len(steps) // 2
@@ -168,17 +180,29 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
     late_ratio = float(np.median(ratio[late]))
     late_first = float(np.median(first[late]))
     first_name, last_name = run.layers[first_column].name, run.layers[last_column].name
+    return Vanishing(onset, int(steps[-1]), late_ratio, late_first, first_name, last_name)
+
+
+RELU_HIDDEN_FIX = Fix(
+    "Use ReLU-family activations in hidden layers instead of sigmoid/tanh.",
+    'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
+    intents=(CHANGE_HIDDEN_ACTIVATION,),
+)
+
+
+def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
+    # (Zero inputs or dead ReLU units give zero gradients below them: the registry defers this
+    # rule to those findings.)
+    gone = vanishing(run)
+    if gone is None:
+        return []
     detail = (
-        f"Gradient norm of the first layer {first_name} is {late_first:.3g}, "
-        f"{late_ratio:.2g}x that of the last layer {last_name} (median over the second half of the run); "
+        f"Gradient norm of the first layer {gone.first_layer} is {gone.first_norm:.3g}, "
+        f"{gone.ratio:.2g}x that of the last layer {gone.last_layer} (median over the second half of the run); "
         "the early layers are barely learning."
     )
     fixes = (
-        Fix(
-            "Use ReLU-family activations in hidden layers instead of sigmoid/tanh.",
-            'keras.layers.Dense(units, activation="relu", kernel_initializer="he_normal")',
-            intents=(CHANGE_HIDDEN_ACTIVATION,),
-        ),
+        RELU_HIDDEN_FIX,
         Fix(
             "Add normalisation between layers.",
             "x = keras.layers.BatchNormalization()(x)",
@@ -197,10 +221,10 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
         Finding(
             code="vanishing_gradients",
             severity=Severity.WARNING,
-            step=onset,
-            title=f"Gradients vanish before reaching the first layers (first/last norm ratio {late_ratio:.1g})",
+            step=gone.onset,
+            title=f"Gradients vanish before reaching the first layers (first/last norm ratio {gone.ratio:.1g})",
             detail=detail,
-            evidence=Evidence((sig.LAYER_GRAD_NORM,), onset, int(steps[-1]), first_name),
+            evidence=Evidence((sig.LAYER_GRAD_NORM,), gone.onset, gone.last_step, gone.first_layer),
             fixes=fixes,
         )
     ]

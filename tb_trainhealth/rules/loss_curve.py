@@ -120,15 +120,19 @@ def _at_constant_baseline(run: RunSignals, name: str, loss: Series) -> tuple[flo
 
 def _plateau_fixes(run: RunSignals, at_baseline: bool = False) -> tuple[Fix, ...]:
     """Why the weights do not move goes first (a mistake found at train start is its own finding,
-    which the run's plan puts before this symptom); at the constant baseline with normal-sized steps, the data (labels that do not belong to
-    their inputs) before the learning rate. One fix per direction: no second "raise the rate"."""
+    which the run's plan puts before this symptom); at the constant baseline with normal-sized steps, the
+    data (labels that do not belong to their inputs), and no learning rate: the finding says the step size
+    is not the cause. One fix per direction: no second "raise the rate"."""
     first: list[Fix] = []
     frozen = frozen_cause(run)
+    normal_steps = frozen is None and at_baseline and update_ratio_level(run) is not None
     if frozen is not None:
         first.append(frozen[1])
-    elif at_baseline and update_ratio_level(run) is not None:
+    elif normal_steps:
         first.append(PLATEAU_FIXES[1])  # normal-sized steps that learn nothing: the data
-    raises = any(f.does(RAISE_RATE) for f in first)
+    # A named cause is the one rate fix, if any (a rate that wrecked the model: lower it; vanishing
+    # gradients: none); normal-sized steps: the finding says the step size is not the cause.
+    raises = frozen is not None or normal_steps
     rest = [f for f in PLATEAU_FIXES if f not in first and not (raises and f.does(RAISE_RATE))]
     return tuple(first) + tuple(rest)
 

@@ -217,7 +217,9 @@ def _rates(optimizer: str, rate: float) -> list[Candidate]:
 def _data(sample: Sample, task: Task, output_activation: str) -> list[Candidate]:
     out = []
     x = sample.x.astype("float64")
-    if sample.x.dtype.kind in "fiu" and (np.abs(x).max() > MAX_INPUT_SCALE or x.std() < MIN_INPUT_STD):
+    # (inputs all one value carry nothing a scale could bring out: zeroed_inputs' fix is the data's)
+    spread = sample.x.dtype.kind in "fiu" and x.std() > 0
+    if spread and (np.abs(x).max() > MAX_INPUT_SCALE or x.std() < MIN_INPUT_STD):
         out.append(
             Candidate(
                 SCALE_INPUTS,
