@@ -20,7 +20,6 @@ import json
 import multiprocessing
 import os
 import socket
-import struct
 import sys
 import time
 import types
@@ -32,17 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from tb_trainhealth.callback.step.row_layout import sample_interval
 from tb_trainhealth.contract import tags
-
-try:
-    from google_crc32c import value as _crc32c
-except ImportError:  # pure Python, slow, always there
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as _masked_crc32c
-else:
-
-    def _masked_crc32c(data: bytes) -> int:
-        crc = _crc32c(data)
-        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
+from tb_trainhealth.read import event_files
 
 EVENT_KINDS = ("nonfinite", "oom", "activations")
 LEARNING_RATE_EVERY = 100
@@ -58,11 +47,7 @@ class RecordFile:
         self._pending: list[bytes] = []
 
     def write(self, event: event_pb2.Event) -> None:
-        data = event.SerializeToString()
-        header = struct.pack("<Q", len(data))
-        self._pending.append(
-            b"".join((header, struct.pack("<I", _masked_crc32c(header)), data, struct.pack("<I", _masked_crc32c(data))))
-        )
+        self._pending.append(event_files.framed(event.SerializeToString()))
         if len(self._pending) >= 4096:
             self.flush()
 

@@ -15,7 +15,6 @@ import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Registered before tb-trainhealth's own exit hook, so run after it.
 atexit.register(lambda: print(json.dumps({"exit_hooks_done": time.time()}), flush=True))
 

@@ -13,7 +13,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["TB_TRAINHEALTH_STRICT_CODES"] = "1"  # a rule giving a code its spec does not declare fails the test (engine.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "demo"))
+# The project root (bench/) and demo/ (scenarios): pytest.ini's `pythonpath` for the tests, and the
+# environment for every Python they start (training scripts, `python -c` checks), in one place.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [ROOT, os.path.join(ROOT, "demo"), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 import shutil
 import subprocess

@@ -18,7 +18,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 GLOBAL_BATCH, STEPS, NAN_STEP = 16, 6, 3
 STALL_SECONDS, STALL_AFTER = 8.0, 2.0

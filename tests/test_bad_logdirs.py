@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import time
@@ -444,9 +443,7 @@ def test_a_big_file_is_walked_a_budget_at_a_time_and_finished_by_later_checks(tm
     run.mkdir()
     path = run / "events.out.tfevents.1.host"
     data = b"x" * 1000
-    header = struct.pack("<Q", len(data))
-    record = header + struct.pack("<I", event_files._masked_crc(header))
-    record += data + struct.pack("<I", event_files._masked_crc(data))
+    record = event_files.framed(data)
     path.write_bytes(record * 50 + record[:500])  # ~50 KB, cut inside its last record
     old = time.time() - 2 * event_files.LIVE_SECONDS
     os.utime(path, (old, old))

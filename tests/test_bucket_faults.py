@@ -153,7 +153,6 @@ def test_watch_says_once_that_the_store_went_away_and_carries_on_when_it_returns
     `watch` says so in one line, keeps looking less and less often, says when the store answers
     again, and prints the finding of a run that arrived meanwhile. No traceback, no exit."""
     script = (
-        f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'demo')!r}); "
         f"import scenarios; scenarios.nan_input({str(tmp_path / 'run')!r})"
     )
     train = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT, read_logdir
+from conftest import read_logdir
 
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.callback.step import row_buffer, weight_norms
@@ -112,7 +112,6 @@ def test_failing_probe_is_reported_once_and_training_continues(tmp_path, capsys,
 def test_events_survive_a_crash_after_the_nan(tmp_path):
     script = textwrap.dedent(
         f"""
-        import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.join(ROOT, "demo")!r})
         import keras, numpy as np
         from scenarios import _classes, _mlp, SPARSE_CE
         from tb_trainhealth import HealthCallback

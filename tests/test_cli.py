@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import scenarios
 import tensorflow as tf
-from conftest import ROOT
 
 from tb_trainhealth.findings import Severity
 
@@ -177,7 +176,6 @@ def test_watch_prints_each_new_finding_once_while_a_run_trains(tmp_path):
     try:
         time.sleep(2)  # watching an empty logdir: nothing to say yet
         script = (
-            f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'demo')!r}); "
             f"import scenarios; scenarios.nan_input({str(tmp_path / 'live')!r})"
         )
         train = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

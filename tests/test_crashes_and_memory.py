@@ -79,7 +79,6 @@ def test_oom_at_every_batch_size_records_critical_finding_and_raises(tmp_path):
 CRASH_SCRIPT = """
 import os, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
-sys.path.insert(0, {root!r})
 import numpy as np, keras, tensorflow as tf
 from tb_trainhealth import HealthCallback
 x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")

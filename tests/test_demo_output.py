@@ -7,7 +7,6 @@ from conftest import run_python
 
 QUIET_START = """
 import sys, warnings
-sys.path.insert(0, "demo")
 import make_demo_logs
 make_demo_logs.quiet_tensorflow_start()
 import scenarios  # imports keras: nothing more on stderr

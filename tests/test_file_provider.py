@@ -4,16 +4,13 @@ TensorBoard's Rust data server does, for every series the data server keeps in f
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
 from tensorboard import context as tb_context
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from synthetic_logs import RecordFile, _event, _value, write_run
-
+from bench.synthetic_logs import RecordFile, _event, _value, write_run
 from tb_trainhealth.contract import tags
 from tb_trainhealth.read import data_server, file_provider, record_stream
 from tb_trainhealth.read.load_batches import run_directories

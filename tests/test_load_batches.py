@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 import tempfile
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from synthetic_logs import write_run
-
+from bench.synthetic_logs import write_run
 from tb_trainhealth import cli
 from tb_trainhealth.cli.diagnose import LOADER_VARIABLE, TENSORBOARD_LOADERS
 from tb_trainhealth.read import load_batches

@@ -110,10 +110,9 @@ def test_a_scheme_nothing_here_writes_fails_when_the_callback_is_made(tmp_path):
     """Without s3fs (TensorFlow 2.21 has no s3:// itself) or with a scheme nothing knows, the
     constructor says so with what to install, instead of failed writes inside fit."""
     script = textwrap.dedent(
-        f"""
+        """
         import sys
         sys.modules["s3fs"] = None  # as where it is not installed
-        sys.path.insert(0, {ROOT!r})
         from tb_trainhealth import HealthCallback
         for url in ("s3://bucket/logs/run1", "hdfs://namenode/logs/run1"):
             try:
@@ -131,10 +130,9 @@ def test_a_scheme_nothing_here_writes_fails_when_the_callback_is_made(tmp_path):
 
 def test_diagnose_without_the_library_says_what_to_install():
     script = textwrap.dedent(
-        f"""
+        """
         import sys
         sys.modules["boto3"] = sys.modules["s3fs"] = None
-        sys.path.insert(0, {ROOT!r})
         from tb_trainhealth.cli import main
         sys.exit(main(["diagnose", "s3://bucket/logs"]))
         """

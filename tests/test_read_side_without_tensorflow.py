@@ -7,8 +7,6 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
-
 
 def test_cli_and_engine_run_with_tensorflow_unimportable(scenario_logdir, scenario_findings):
     script = textwrap.dedent(
@@ -16,7 +14,6 @@ def test_cli_and_engine_run_with_tensorflow_unimportable(scenario_logdir, scenar
         import sys, json
         sys.modules["tensorflow"] = None  # any `import tensorflow` now raises ImportError
         sys.modules["keras"] = None
-        sys.path.insert(0, {ROOT!r})
         import tb_trainhealth, tb_trainhealth.engine, tb_trainhealth.read.reader
         from tb_trainhealth.cli import main
         sys.exit(main(["diagnose", {scenario_logdir!r}, "--json"]))
@@ -30,11 +27,10 @@ def test_cli_and_engine_run_with_tensorflow_unimportable(scenario_logdir, scenar
 
 def test_health_callback_import_error_is_explained():
     script = textwrap.dedent(
-        f"""
+        """
         import sys
         sys.modules["tensorflow"] = None
         sys.modules["keras"] = None
-        sys.path.insert(0, {ROOT!r})
         try:
             from tb_trainhealth import HealthCallback
         except ImportError as err:
@@ -51,7 +47,6 @@ def test_diagnosing_and_comparing_through_the_cli_and_the_plugin_never_imports_t
     script = textwrap.dedent(
         f"""
         import contextlib, io, json, sys, types
-        sys.path.insert(0, {ROOT!r})
         # As TensorBoard does where TensorFlow is absent; the CLI sets this itself for local paths.
         sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
         from tb_trainhealth.cli import main

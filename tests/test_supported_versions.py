@@ -4,15 +4,12 @@ moved without running the bench again fails here. No install, no network: the be
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from pathlib import Path
 
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import compat  # (stdlib only at import: starts no TensorFlow)
+from bench import compat  # (stdlib only at import: starts no TensorFlow)
 
 SUPPORTED = (Path(ROOT) / "docs" / "supported-versions.md").read_text()
 # What the bench calls each package in its row labels.

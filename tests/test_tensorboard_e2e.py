@@ -10,12 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 from tensorboard_process import get_json, running_tensorboard, wait_for
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
-from conftest import ROOT
-from synthetic_logs import EVENT_KINDS, write_run
-
+from bench.synthetic_logs import EVENT_KINDS, write_run
 from tb_trainhealth.findings import run_status
 
 STEPS, EVENTS = 100_000, 1000

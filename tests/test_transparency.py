@@ -4,20 +4,15 @@ callback cannot measure without changing the fit, it says so (`part_not_recorded
 
 from __future__ import annotations
 
-import sys
-
 import keras
 import numpy as np
 import pytest
-from conftest import ROOT, diagnose_logdir
+from conftest import diagnose_logdir
 
+from bench import transparency
 from tb_trainhealth import HealthCallback
 from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP
 from tb_trainhealth.findings import Severity
-
-if ROOT not in sys.path:  # (bench/ is a folder of the project root)
-    sys.path.insert(0, ROOT)
-from bench import transparency
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,11 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 import tensorflow as tf

@@ -68,6 +68,13 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in name
 
 
+def framed(data: bytes) -> bytes:
+    """One record as an event file holds it (what `check` walks): the format's one writer here, for
+    tools that write event files by hand (bench/synthetic_logs.py, tests of damaged files)."""
+    length = struct.pack("<Q", len(data))
+    return b"".join((length, _CRC.pack(_masked_crc(length)), data, _CRC.pack(_masked_crc(data))))
+
+
 def _masked_crc(data) -> int:
     crc = _crc32c(data) if _crc32c is not None else _slow_crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
