@@ -162,7 +162,8 @@ def test_a_run_marked_good_comes_first_then_runs_without_a_warning():
     assert (marked_pick.baseline, marked_pick.rule) == ("marked", "marked_good") and MARKER in marked_pick.why
     assert best_earlier_run(run, candidates, findings, marked={"other"}) == "clean"
     all_warned = {name: [_warning()] for name in ("best", "clean", "marked")}
-    assert pick_baseline(run, candidates, all_warned).rule == "best"
+    assert pick_baseline(run, candidates, all_warned).rule == "none"  # a broken run is no baseline
+    assert pick_baseline(run, candidates, all_warned, marked={"marked"}).baseline == "marked"  # ...unless marked
     assert pick_baseline(run, [run_of("unranked", 10.0, settings=three)], marked={"unranked"}).baseline == "unranked"
 
 

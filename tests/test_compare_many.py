@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -52,6 +53,7 @@ def test_the_likely_cause_is_the_first_change_of_a_worse_run_only():
     worse.changes[:] = [Change("learning_rate", 0.001, 1e-06), Change("batch_size", 32, 64)]
     same = _comparison("s", Verdict.SAME, "val_loss", 0.5, 0.5)
     same.changes[:] = worse.changes
+    worse.named = 1  # (compare() names as many as the evidence supports: culprit.likely_culprits)
     assert many.Pair(worse, choice).to_json()["likely_cause"] == "learning_rate 0.001 -> 1e-06"
     assert many.Pair(same, choice).to_json()["likely_cause"] is None
     assert many.Pair(_comparison("n", Verdict.WORSE), choice).likely_cause is None  # worse, nothing changed
@@ -76,3 +78,36 @@ def test_a_pair_that_cannot_be_compared_is_its_own_unknown_line_and_the_others_s
     pairs = {pair.comparison.run: pair.comparison for pair in many.against_one([base, odd, fine], base)}
     assert pairs["odd"].verdict is Verdict.UNKNOWN and "ValueError: a shape nothing foresaw" in pairs["odd"].why
     assert pairs["fine"].why != pairs["odd"].why and pairs["odd"].baseline == "base"
+
+
+def test_a_budget_is_no_cause_for_a_run_that_broke_or_fell_back_and_inputs_without_variance_lead():
+    """The demo with `--baseline best` read "likely cause epochs 25 -> 2" for a run with NaN inputs,
+    "epochs 25 -> 8" for a learning-rate schedule that blew up, "epochs 20 -> 4" for inputs all zero."""
+    from tb_trainhealth.compare import culprit
+
+    fewer_epochs, schedule = Change("epochs", 25, 8), Change("learning_rate_schedule", None, "PiecewiseConstantDecay")
+    shares = Change("label_distribution", [0.23, 0.23, 0.27, 0.27], [0.24, 0.25, 0.25, 0.26])  # sampling
+    unmeasured = Change("train_inputs", 6.99, None)  # (NaN in the data: no fingerprint)
+    ended_early = culprit.Evidence(stopped_earlier=True, parted_early=True)
+    assert culprit.ranked([schedule, fewer_epochs], ended_early)[0] is fewer_epochs  # ran out of epochs: may be
+    broke = dataclasses.replace(ended_early, broke=True)
+    assert culprit.ranked([schedule, fewer_epochs], broke)[0] is schedule
+    weak = culprit.ranked([fewer_epochs, shares, unmeasured], broke)
+    assert culprit.likely_culprits(weak, broke, 2) == 0  # the break is the story: nothing named
+    assert culprit.likely_culprits([schedule, fewer_epochs], broke, 2) == 2
+    flat = Change("input_std", 0.527, 0.0)
+    assert culprit.ranked([fewer_epochs, flat], culprit.Evidence(stopped_earlier=True))[0] is flat
+
+
+def test_a_run_with_a_critical_finding_is_never_judged_better():
+    """sorted_validation_split (validation accuracy 0%: critical) read "better" on training accuracy."""
+    from test_baseline_pick import run_of
+
+    from tb_trainhealth.compare.comparison import compare
+    from tb_trainhealth.findings import Evidence, Finding, Severity
+
+    critical = Finding("label_problem", Severity.CRITICAL, 0, "Validation classes never seen in training", "", Evidence(()))
+    run, baseline = run_of("run", 2.0, loss=0.01), run_of("base", 1.0, loss=0.5)
+    assert compare(run, baseline, [], []).verdict is Verdict.BETTER
+    judged = compare(run, baseline, [critical], [])
+    assert judged.verdict is Verdict.UNKNOWN and "critical (label_problem" in judged.why, judged.why

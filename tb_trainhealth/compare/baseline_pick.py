@@ -114,10 +114,13 @@ def pick_baseline(
     same = [c for c in earlier if not model_differences(c, run)]
     marked = set(marked)
     warned = None if findings is None else {name for name, found in findings.items() if _has_warning(found)}
+    # Where the findings are known, only a run the diagnosis calls healthy is a baseline (or one the
+    # user marked good): comparing with a broken run judges nothing (the demo's sorted_validation_split,
+    # critical, came out "better" than a stalled run).
     groups = [
         (MARKED_GOOD, [c for c in same if c.run in marked], f"marked as good ({MARKER} in its directory)"),
         (NO_WARNINGS, [c for c in same if c.run not in (warned or set())], "with no warning or critical finding"),
-        (BEST, same, ""),
+        (BEST, same if warned is None else [], ""),
     ]
     for rule, group, how in groups:
         if rule == NO_WARNINGS and warned is None:

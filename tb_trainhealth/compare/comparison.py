@@ -8,6 +8,7 @@ compare --json`, and what the tab's compare route sends, with what it draws besi
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,7 @@ EARLY_SHARE = 0.5
 STILL_WRITING_SECONDS = 120.0
 # Findings that mean the run broke: a run with one where the baseline has none is worse.
 BROKEN = ("nonfinite", "training_crash", "oom", "training_stalled")
+BROKE = "the run broke where the baseline did not"
 # Findings that say the set-up does not fit the task: where no metric compares the runs (their
 # losses differ), a run with one the baseline lacks is worse.
 SET_UP_WRONG = (
@@ -75,6 +77,7 @@ class Comparison:
     # What the health signals say changed beyond what seeds change (largest first): names a change
     # the settings cannot see.
     signal_changes: list[SignalChange] = dataclasses.field(default_factory=list)
+    named: int = 0  # how many of `changes` (the first) are named as the likely cause
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,13 +136,14 @@ def compare(
         parted = parting_step(run, baseline, CURVE_NOISE, worse=judgement.verdict is Verdict.WORSE)
     evidence = _evidence(run, baseline, parted, judgement)
     ranked = culprit.ranked(changes, evidence)
+    named = culprit.likely_culprits(ranked, evidence, NAMED_CULPRITS) if judgement.verdict is Verdict.WORSE else 0
     findings = list(run_findings)
     if judgement.verdict is Verdict.WORSE:
-        findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence, signals))
+        findings.insert(0, _worse_finding(run, baseline, judgement, ranked, parted, evidence, signals, named=named))
     deciding = judgement.metric.name if judgement.metric is not None else None
     return Comparison(
         run.run, baseline.run, judgement.verdict, judgement.why, ranked, parted, metrics, findings, deciding,
-        judgement.noise, signals,
+        judgement.noise, signals, named,
     )  # fmt: skip
 
 
@@ -227,12 +231,19 @@ def _judged(
     broke = _broken(run_findings) - _broken(baseline_findings)
     if broke:
         finding = next(f for f in run_findings if f.code in broke)
-        return Judgement(Verdict.WORSE, None, f"the run broke where the baseline did not: {finding.title}")
+        return Judgement(Verdict.WORSE, None, f"{BROKE}: {finding.title}")
     losses_comparable, noise = yardstick(run, baseline, changes)
     deciding = deciding_metric(metrics, losses_comparable)
     if deciding is not None:  # the band of this pair, from what the two runs show
         noise = pair_noise(run, baseline, deciding, resampled(changes, baseline.settings.settings))
     judgement = judge(metrics, loss_start(baseline), losses_comparable, noise)
+    critical = next((f for f in run_findings if f.severity >= Severity.CRITICAL), None)
+    if judgement.verdict is Verdict.BETTER and critical is not None:  # (its numbers mean something else)
+        return Judgement(
+            Verdict.UNKNOWN,
+            judgement.metric,
+            f"{judgement.why}, but the run itself is critical ({critical.code}: {critical.title}): not a better run",
+        )
     if judgement.verdict is not Verdict.UNKNOWN:
         return judgement
     found = _set_up_wrong(run_findings) - _set_up_wrong(baseline_findings)
@@ -290,7 +301,19 @@ def _evidence(run: RunSignals, baseline: RunSignals, parted: int | None, judgeme
         validation_only=validation_only,
         stopped_earlier=_epochs_run(run) < _epochs_run(baseline),
         fewer_steps_per_epoch=_steps_per_epoch(run) < 0.9 * _steps_per_epoch(baseline),
+        broke=judgement.why.startswith(BROKE) or _fell_back(judgement),
     )
+
+
+def _fell_back(judgement: Judgement) -> bool:
+    """The run ended far worse than its own best on the deciding metric (a loss that diverged): it lost
+    ground by itself, so fewer epochs than the baseline's is not why it ended worse."""
+    metric, noise = judgement.metric, judgement.noise
+    if metric is None or not (math.isfinite(metric.run_best) and math.isfinite(metric.run_final)):
+        return metric is not None and math.isfinite(metric.run_best)  # (ended at NaN after a finite best)
+    if metric.higher_is_better:
+        return metric.run_best - metric.run_final > noise.accuracy
+    return metric.run_best > 0 and math.log(max(metric.run_final, 1e-12) / metric.run_best) > noise.loss
 
 
 def _epochs_run(signals: RunSignals) -> float:
@@ -320,14 +343,16 @@ def _worse_finding(
     evidence: culprit.Evidence,
     signals: Sequence[SignalChange] = (),
     since: int | None = None,
+    named: int = NAMED_CULPRITS,
 ) -> Finding:
-    """since: during a fit, the step from which the run is clearly behind (the finding's step)."""
-    named = ranked[:NAMED_CULPRITS]
+    """since: during a fit, the step from which the run is clearly behind (the finding's step); named:
+    how many of `ranked` lead as likely causes."""
+    named = ranked[:named]
     title = f"Worse than baseline {baseline.run}"
     if since is not None:
         title = f"Behind baseline {baseline.run} since {run.at(since)}"
     if named:
-        title += f": likely cause {fix_text.change_text(named[0]).replace(':', '', 1)}"
+        title += f": likely cause {fix_text.cause_text(named[0])}"
     where = f" The training loss left the baseline's band at {run.at(parted)}." if parted is not None else ""
     reasons = " ".join(f"{c.setting}: {culprit.why(c, evidence)}." for c in named)
     others = f" {len(ranked) - len(named)} other setting(s) changed too." if len(ranked) > len(named) else ""

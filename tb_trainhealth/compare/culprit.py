@@ -146,6 +146,9 @@ class Evidence:
     validation_only: bool = False  # worse in validation while training kept within the band
     stopped_earlier: bool = False  # fewer epochs run than the baseline (EarlyStopping, epochs)
     fewer_steps_per_epoch: bool = False
+    # A crash, NaN, OOM or stall the baseline did not have, or a deciding metric that ended far from the
+    # run's own best: it did not end worse for want of epochs.
+    broke: bool = False
 
 
 def key_of(setting: str) -> str:
@@ -211,14 +214,65 @@ def score(change: Change, evidence: Evidence) -> float:
     prior = NO_EFFECT_PRIOR if key in NO_EFFECT else PRIOR.get(key, DEFAULT_PRIOR)
     if kind_of(change.setting) is Kind.ENVIRONMENT:
         prior = min(prior, 1.0)
-    return prior * _magnitude(change) * _evidence_factor(kind_of(change.setting), evidence)
+    if evidence.broke and key in BUDGET:  # (a budget does not break a run: a NaN-input run "epochs 25 -> 2")
+        prior = NO_EFFECT_PRIOR
+    factor = DECISIVE if decisive(change) else 1.0
+    return prior * factor * _magnitude(change) * _evidence_factor(kind_of(change.setting), evidence)
+
+
+# How many epochs, steps and samples a run had: what a run that broke stopped early by, not why.
+BUDGET = frozenset({"epochs", "steps_per_epoch", "initial_epoch", "train_samples", "validation_samples", "patience"})
+# A change that alone explains a run that learns nothing outranks everything else this much.
+DECISIVE = 100.0
+# Class shares this far apart (total variation) are another label mix; a few percent is sampling.
+SHARE_SHIFT = 0.1
+# A data summary measured on one side only counts this much of a change.
+NOT_MEASURED = 0.25
+# A run that broke names a likely cause only where a change scores at least this (a learning rate,
+# a loss, the labels): the break itself, which the verdict says, is the story otherwise.
+BROKE_MIN_SCORE = 5.0
+
+
+def likely_culprits(changes: list[Change], evidence: Evidence, named: int) -> int:
+    """How many of the `ranked` changes to name as likely causes (at most `named`)."""
+    if not changes:
+        return 0
+    if evidence.broke and score(changes[0], evidence) < BROKE_MIN_SCORE:
+        return 0
+    return min(named, len(changes))
+
+
+def decisive(change: Change) -> bool:
+    """Inputs with no variance left (all one value: `x // 255` of uint8 pixels): no model learns
+    from them, whatever else changed (the demo's zeroed_inputs read "likely cause epochs 20 -> 4")."""
+    a, b = change.baseline, change.run
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return key_of(change.setting) == "input_std" and numbers and a > 0 and b == 0
 
 
 def _magnitude(change: Change) -> float:
-    """A learning rate 1000x off moves training more than one 2x off: 1 + decades apart, for numbers."""
+    """A learning rate 1000x off moves training more than one 2x off: 1 + decades apart, for numbers;
+    class shares by how far apart they are (two draws of one mix differ by a few percent)."""
     a, b = change.baseline, change.run
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
-    return 1.0 + min(abs(math.log10(b / a)), 4.0) if numbers and a > 0 and b > 0 else 1.0
+    if numbers and a > 0 and b > 0:
+        return 1.0 + min(abs(math.log10(b / a)), 4.0)
+    if (a is None) != (b is None) and key_of(change.setting) in (*DATA, "batch_size"):  # not measured on one
+        return NOT_MEASURED  # side (NaN in the data, a dataset that batches itself): weak evidence alone
+    shares = _shares(a), _shares(b)
+    if shares[0] is not None and shares[1] is not None and len(shares[0]) == len(shares[1]):
+        apart = 0.5 * sum(abs(x - y) for x, y in zip(*shares))
+        return min(1.0, max(NO_EFFECT_PRIOR, apart / SHARE_SHIFT))
+    return 1.0
+
+
+def _shares(value: object) -> list[float] | None:
+    """A list of class shares (summing to about 1), else None."""
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in value):
+        return None
+    return [float(v) for v in value] if abs(sum(value) - 1.0) < 0.02 else None
 
 
 def _evidence_factor(kind: Kind, evidence: Evidence) -> float:
@@ -227,7 +281,7 @@ def _evidence_factor(kind: Kind, evidence: Evidence) -> float:
         factor *= EVIDENCE
     if evidence.validation_only and kind in (Kind.REGULARISATION, Kind.DATA):
         factor *= EVIDENCE
-    if evidence.stopped_earlier and kind is Kind.DURATION:
+    if evidence.stopped_earlier and kind is Kind.DURATION and not evidence.broke:
         factor *= EVIDENCE
     if evidence.fewer_steps_per_epoch and (kind is Kind.BATCH or kind is Kind.DATA):
         factor *= EVIDENCE

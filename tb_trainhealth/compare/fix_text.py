@@ -41,6 +41,11 @@ def change_text(change: Change) -> str:
     return f"{setting}: {value(old)} -> {value(new)}"
 
 
+def cause_text(change: Change) -> str:
+    """A change as "likely cause ..." says it, in the pair's title and the many-runs line alike."""
+    return change_text(change).replace(":", "", 1)
+
+
 def _distribution(values: list[float]) -> str:
     """Class shares as percentages; a regression's [mean, std] as words."""
     if len(values) == 2 and not (min(values) >= 0 and abs(sum(values) - 1) < 0.02):

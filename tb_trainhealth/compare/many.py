@@ -41,13 +41,13 @@ class Pair:
 
     @property
     def likely_cause(self) -> str | None:
-        """The first changed setting, as the one-line listing says it ("learning_rate 0.003 -> 3e-06"),
-        where the run is worse and a setting changed; else None. One spelling for the CLI and the tab."""
+        """The likely culprit as the pair's title names it ("learning_rate 0.003 -> 3e-06", "train_labels
+        other training labels (...)"), where the run is worse and a change is named; else None (a run
+        that broke with no setting that explains it). One spelling for the CLI, the tab and the pair."""
         comparison = self.comparison
-        if comparison.verdict is not Verdict.WORSE or not comparison.changes:
+        if comparison.verdict is not Verdict.WORSE or not comparison.named:
             return None
-        lead = comparison.changes[0]
-        return f"{lead.setting} {fix_text.value(lead.baseline)} -> {fix_text.value(lead.run)}"
+        return fix_text.cause_text(comparison.changes[0])
 
     @property
     def deficit(self) -> float | None:
