@@ -9,18 +9,17 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from tb_trainhealth.compare.comparison import CODE as WORSE_THAN_BASELINE
-from tb_trainhealth.rules import RULES
+from tb_trainhealth.contract.codes import Code
 
 SOURCES = Path(ROOT) / "frontend" / "src"
-CODES = {code for rule in RULES for code in rule.codes} | {WORSE_THAN_BASELINE}
+CODES = {code.value for code in Code}
 LITERAL = re.compile(r"""["']([a-z][a-z0-9]*(?:_[a-z0-9]+)+)["']""")
 
 
 def test_every_code_the_tab_names_is_one_the_package_gives():
     named = dict(re.findall(r'export const (\w+) = "([^"]+)";', (SOURCES / "codes.ts").read_text()))
     assert named and set(named.values()) <= CODES, set(named.values()) - CODES
-    assert all(name == value.upper() for value, name in ((v, k) for k, v in named.items()))
+    assert all(Code[name] == value for name, value in named.items())  # the enum's own names
 
 
 def test_no_other_module_spells_a_code():

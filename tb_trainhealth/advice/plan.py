@@ -16,6 +16,7 @@ import dataclasses
 import textwrap
 from typing import Any
 
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.trial_events import TrialResult, TrialsEvent, TrialVerdict
 from tb_trainhealth.findings import TF_DATA, Direction, Finding, Fix, Intent, Severity
 from tb_trainhealth.signals import RunSignals
@@ -24,7 +25,7 @@ MAX_ACTIONS = 3
 # A trial whose held-out error is below this share of a constant prediction's made the model learn.
 LEARNS = 0.5
 # Findings a check established from the model and the data themselves (not rules of thumb about a curve).
-FACTS = frozenset({"output_loss_mismatch", "label_problem", "unnormalized_input", "unnormalized_target"})
+FACTS = frozenset({Code.OUTPUT_LOSS_MISMATCH, Code.LABEL_PROBLEM, Code.UNNORMALIZED_INPUT, Code.UNNORMALIZED_TARGET})
 # Input kinds whose pipeline a tf.data change can reach (contract.run_info.InputSource.type).
 TF_DATA_INPUTS = ("tf.data", "?")
 

@@ -18,6 +18,7 @@ from tb_trainhealth.callback import read_side
 from tb_trainhealth.callback.probe_guard import notice_once
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.time_budget import TimeBudget
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import FindingEvent
 from tb_trainhealth.findings import Finding, Severity
 from tb_trainhealth.tracking import FindingTracker, finding_line
@@ -32,7 +33,7 @@ MIN_DIAGNOSIS_SECONDS = 0.005
 # Findings about speed, not about what the model learns: reported like any other, but they never
 # stop a run (`stop_on`). A user who asks to stop on warnings means a broken run, not a slow one,
 # and a busy machine alone can make a healthy pipeline wait.
-SPEED_ONLY = frozenset({"input_bound", "input_pipeline_config"})
+SPEED_ONLY = frozenset({Code.INPUT_BOUND, Code.INPUT_PIPELINE_CONFIG})
 NOTICE_STOP_ON_MULTI_WORKER = (
     "tb-trainhealth: stop_on is not applied under a multi-worker strategy (all workers must stop at "
     "the same step); findings are still recorded."

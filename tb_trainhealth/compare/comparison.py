@@ -30,30 +30,31 @@ from tb_trainhealth.compare.resample import resampled, targets_rescaled
 from tb_trainhealth.compare.settings_diff import Change, changed_settings
 from tb_trainhealth.compare.signal_changes import SignalChange, signal_changes
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import CrashEvent, FitEndEvent
 from tb_trainhealth.findings import Evidence, Fact, Finding, Severity
 from tb_trainhealth.series_math import head_level
 from tb_trainhealth.signals import RunSignals
 from tb_trainhealth.yardstick import gain_over_constant
 
-CODE = "worse_than_baseline"
+CODE = Code.WORSE_THAN_BASELINE
 # The run parted "early" when its training loss left the band within this share of the run: a learning
 # rate 1000x too small leaves a fast-falling baseline after a third of the run, not at step 1.
 EARLY_SHARE = 0.5
 # A run whose event file changed this recently, with no end of fit recorded, is still being written.
 STILL_WRITING_SECONDS = 120.0
 # Findings that mean the run broke: a run with one where the baseline has none is worse.
-BROKEN = ("nonfinite", "training_crash", "oom", "training_stalled")
+BROKEN = (Code.NONFINITE, Code.TRAINING_CRASH, Code.OOM, Code.TRAINING_STALLED)
 BROKE = "the run broke where the baseline did not"
 # Findings that say the set-up does not fit the task: where no metric compares the runs (their
 # losses differ), a run with one the baseline lacks is worse.
 SET_UP_WRONG = (
-    "label_problem",
-    "output_loss_mismatch",
-    "worse_than_constant",
-    "loss_metric_mismatch",
-    "unnormalized_target",
-    "bad_initialization",
+    Code.LABEL_PROBLEM,
+    Code.OUTPUT_LOSS_MISMATCH,
+    Code.WORSE_THAN_CONSTANT,
+    Code.LOSS_METRIC_MISMATCH,
+    Code.UNNORMALIZED_TARGET,
+    Code.BAD_INITIALIZATION,
 )
 # A gain over the constant prediction above 1 is a loss below what a perfect prediction scores:
 # labels the loss is not defined for, not a better model.

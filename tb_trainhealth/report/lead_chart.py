@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import Finding
 from tb_trainhealth.signals import RunSignals
 
@@ -21,20 +22,20 @@ _MEMORY = ((sig.DEVICE_MEMORY_MB, "Memory in use (MB)"), (sig.HOST_MEMORY_MB, "H
 _INPUT = ((sig.INPUT_WAIT_MS, "Input wait vs step time (ms)"), (sig.STEP_TIME_MS, "Step time (ms)"))
 _GRADIENTS = ((sig.LAYER_GRAD_NORM, "Gradient norm per layer"), (sig.GRAD_NORM, "Gradient norm (all layers)"))
 LEADS: dict[str, tuple[tuple[str, str], ...]] = {
-    "nonfinite": _GRADIENTS,
-    "exploding_gradients": _GRADIENTS,
-    "vanishing_gradients": _GRADIENTS[:1],
-    "input_bound": _INPUT,
-    "input_pipeline_config": _INPUT,
-    "oom": _MEMORY,
-    "memory_growth": _MEMORY,
-    "training_stalled": ((sig.STEP_TIME_MS, "Step time and input wait (ms)"), (sig.INPUT_WAIT_MS, "Input wait (ms)")),
-    "overfitting": (
+    Code.NONFINITE: _GRADIENTS,
+    Code.EXPLODING_GRADIENTS: _GRADIENTS,
+    Code.VANISHING_GRADIENTS: _GRADIENTS[:1],
+    Code.INPUT_BOUND: _INPUT,
+    Code.INPUT_PIPELINE_CONFIG: _INPUT,
+    Code.OOM: _MEMORY,
+    Code.MEMORY_GROWTH: _MEMORY,
+    Code.TRAINING_STALLED: ((sig.STEP_TIME_MS, "Step time and input wait (ms)"), (sig.INPUT_WAIT_MS, "Input wait (ms)")),
+    Code.OVERFITTING: (
         (sig.EPOCH_LOSS, "Training vs validation loss (per epoch)"),
         (sig.EPOCH_VAL_LOSS, "Validation loss"),
     ),
 }
-WORSE_THAN_BASELINE = "worse_than_baseline"  # (compare.comparison.CODE: report/ sits below compare/)
+WORSE_THAN_BASELINE = Code.WORSE_THAN_BASELINE  # (compare.comparison.CODE: report/ sits below compare/)
 DEFAULTS = (_GRADIENTS[:1], tuple((name, "Training loss") for name in sig.TRAINING_LOSSES))
 
 
@@ -82,7 +83,7 @@ def _chart(run: RunSignals, findings: list[Finding]) -> dict[str, Any] | None:
             shown = _present(run, worst.evidence.series)
             title = ", ".join(shown)
         if shown:
-            if worst.code == "nonfinite" and _has_nonfinite(run, shown):
+            if worst.code == Code.NONFINITE and _has_nonfinite(run, shown):
                 title += ", up to the first NaN/Inf"  # only where a drawn line has one
             return {"title": title, "series": shown, "code": worst.code}
     for choices in DEFAULTS:

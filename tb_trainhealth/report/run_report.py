@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tb_trainhealth.advice.plan import Plan, build_plan
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.vocab import RunStatus
 from tb_trainhealth.findings import Finding, Severity, run_status
 from tb_trainhealth.read.event_files import CORRUPT, TRUNCATED_COPY, FileProblem, by_group
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 # The finding whose evidence is a missing end record (rules/stalls.py): a truncated copy lost it, and
 # a corrupt record hides every record after it (TensorBoard reads a file only up to there): the end of
 # fit may be written and unreadable. The file's own error says so; the run is not called killed.
-KILLED = "ended_abruptly"
+KILLED = Code.ENDED_ABRUPTLY
 HIDES_THE_END = (TRUNCATED_COPY, CORRUPT)
 SEVERITIES = tuple(severity.label for severity in sorted(Severity, reverse=True))  # critical, warning, info
 

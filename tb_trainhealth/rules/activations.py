@@ -8,6 +8,7 @@ be nearly all dead or have died while training (see DEAD_GROWTH).
 
 from __future__ import annotations
 
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import ActivationsEvent
 from tb_trainhealth.findings import (
     CHANGE_HIDDEN_ACTIVATION,
@@ -105,7 +106,7 @@ def check_dead_relu(run: RunSignals) -> list[Finding]:
         title = f"The learning rate ({rate:.2g}, {run.info.optimizer or 'optimizer'}) is far too large: {title}"
     return [
         Finding(
-            code="dead_relu",
+            code=Code.DEAD_RELU,
             severity=Severity.WARNING,
             step=onset,
             title=title,
@@ -146,7 +147,7 @@ def check_saturated_activation(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="saturated_activation",
+            code=Code.SATURATED_ACTIVATION,
             severity=Severity.WARNING,
             step=onset,
             title=title,

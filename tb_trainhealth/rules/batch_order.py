@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import ADD_SHUFFLE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.signals import RunSignals
 from tb_trainhealth.yardstick import label_statistics
@@ -84,7 +85,7 @@ def batches_in_class_order(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.WARNING if harmed else Severity.INFO,
             step=0,
             title=(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
 from tb_trainhealth.findings import ADD_CLASS_WEIGHTS, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
@@ -98,7 +99,7 @@ def check_majority_class(run: RunSignals) -> list[Finding]:
     first, last = int(accuracy.steps[0]), int(accuracy.steps[-1])
     return [
         Finding(
-            code="majority_class",
+            code=Code.MAJORITY_CLASS,
             severity=Severity.WARNING,
             step=first,
             title=(

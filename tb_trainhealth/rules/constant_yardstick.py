@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import (
     CHANGE_LOSS,
     CHANGE_OUTPUT,
@@ -154,7 +155,7 @@ def _above(
     which = "validation" if name == sig.EPOCH_VAL_LOSS else "training"
     judged_as = "" if name != sig.LOSS else " (per step, as rolling medians over a tenth of the run)"
     return Finding(
-        code="worse_than_constant",
+        code=Code.WORSE_THAN_CONSTANT,
         severity=severity,
         step=int(series.steps[0]),
         title=(
@@ -207,7 +208,7 @@ def _collapsed(run: RunSignals, stick: Yardstick, name: str, series: Series) -> 
     )
     return [
         Finding(
-            code="worse_than_constant",
+            code=Code.WORSE_THAN_CONSTANT,
             severity=Severity.CRITICAL,
             step=int(series.steps[0]),
             title=(

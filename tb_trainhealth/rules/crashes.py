@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import BatchSizeEvent, CrashEvent, OomEvent
 from tb_trainhealth.findings import ADD_CLIPPING, LOWER_RATE, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
@@ -274,7 +275,7 @@ def check_training_crash(run: RunSignals) -> list[Finding]:
         detail += f". Likely cause: {cause[0]}."
     return [
         Finding(
-            code="training_crash",
+            code=Code.TRAINING_CRASH,
             severity=Severity.CRITICAL,
             step=crash.step,
             title=f"Training crashed at step {crash.step}: {category}",
@@ -353,7 +354,7 @@ def check_oom(run: RunSignals) -> list[Finding]:
         last = gave_up[-1]
         return [
             Finding(
-                code="oom",
+                code=Code.OOM,
                 severity=Severity.CRITICAL,
                 step=last.step,
                 title=f"Out of memory even at batch size {last.batch_size}: training stopped",
@@ -372,7 +373,7 @@ def check_oom(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="oom",
+            code=Code.OOM,
             severity=Severity.WARNING,
             step=first.step,
             title=f"Out of memory at batch size {first.batch_size}; training continued at {final}",

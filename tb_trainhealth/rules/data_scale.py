@@ -12,6 +12,7 @@ from collections.abc import Collection
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import SCALE_INPUTS, SCALE_TARGETS, Evidence, Finding, Fix, Severity
@@ -60,7 +61,7 @@ def check_unnormalized_target(run: RunSignals) -> list[Finding]:
     name = "variance" if stats.loss == LossKind.MEAN_SQUARED_ERROR else "mean absolute deviation"
     return [
         Finding(
-            code="unnormalized_target",
+            code=Code.UNNORMALIZED_TARGET,
             severity=Severity.WARNING,
             step=stats.step,
             title=(
@@ -100,7 +101,7 @@ def check_unnormalized_target(run: RunSignals) -> list[Finding]:
 def _constant_input(event: LintEvent) -> Finding:
     value = event.input_value or 0.0
     return Finding(
-        code="unnormalized_input",
+        code=Code.UNNORMALIZED_INPUT,
         severity=Severity.CRITICAL,
         step=event.step,
         title=f"Every input value in the first batch is {value:g}: the inputs carry no information",
@@ -128,7 +129,7 @@ def _constant_input(event: LintEvent) -> Finding:
 def _tiny_input(event: LintEvent) -> Finding:
     rms, low, high = (value or 0.0 for value in (event.input_rms, event.input_min, event.input_max))
     return Finding(
-        code="unnormalized_input",
+        code=Code.UNNORMALIZED_INPUT,
         severity=Severity.WARNING,
         step=event.step,
         title=f"Inputs are scaled to almost nothing (typical magnitude {rms:.2g}, range {low:.2g} to {high:.2g})",
@@ -172,7 +173,7 @@ def check_unnormalized_input(run: RunSignals) -> list[Finding]:
     learned = gain is not None
     return [
         Finding(
-            code="unnormalized_input",
+            code=Code.UNNORMALIZED_INPUT,
             severity=Severity.INFO if learned else Severity.WARNING,
             step=event.step,
             title=f"Inputs are far from unit scale (typical magnitude {rms:.3g}, range {low:.3g} to {high:.3g})"

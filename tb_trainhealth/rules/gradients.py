@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import (
     ADD_LR_SCHEDULE,
     CHANGE_HIDDEN_ACTIVATION,
@@ -102,7 +103,7 @@ def check_exploding_gradients(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="exploding_gradients",
+            code=Code.EXPLODING_GRADIENTS,
             severity=severity,
             step=onset,
             title=f"Gradients exploded: norm grew {ratio:.2g}x from step {onset}"
@@ -219,7 +220,7 @@ def check_vanishing_gradients(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="vanishing_gradients",
+            code=Code.VANISHING_GRADIENTS,
             severity=Severity.WARNING,
             step=gone.onset,
             title=f"Gradients vanish before reaching the first layers (first/last norm ratio {gone.ratio:.1g})",

@@ -30,6 +30,7 @@ import itertools
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LayerWeights, NonfiniteEvent, PreflightEvent, WeightInitEvent
 from tb_trainhealth.contract.vocab import FitStop
 from tb_trainhealth.findings import CHANGE_INITIALIZER, Evidence, Fact, Finding, Fix, Severity
@@ -119,7 +120,7 @@ def _symmetric(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
     loss = _loss_change(run)
     return [
         Finding(
-            code="bad_initialization",
+            code=Code.BAD_INITIALIZATION,
             severity=Severity.CRITICAL,
             step=event.step,
             title=(
@@ -226,7 +227,7 @@ def _too_large(run: RunSignals, event: WeightInitEvent) -> list[Finding]:
     )
     return [
         Finding(
-            code="bad_initialization",
+            code=Code.BAD_INITIALIZATION,
             severity=Severity.INFO if recovered else Severity.CRITICAL,
             step=event.step,
             title=(

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import PipelineLintEvent, StallEvent
 from tb_trainhealth.contract.run_info import InputSource
 from tb_trainhealth.contract.vocab import PipelineCheck
@@ -210,7 +211,7 @@ def check_input_pipeline_config(run: RunSignals) -> list[Finding]:
             severity, cost = (Severity.WARNING if input_bound else Severity.INFO), speed_cost
         findings.append(
             Finding(
-                code="input_pipeline_config",
+                code=Code.INPUT_PIPELINE_CONFIG,
                 severity=severity,
                 step=event.step,  # the fit() it was found at
                 title=title.format(**fields),
@@ -320,7 +321,7 @@ def check_input_bound(run: RunSignals) -> list[Finding]:
     crowded = wait_ms < _min_wait_ms(run)  # (only where other processes kept the machine busy)
     return [
         Finding(
-            code="input_bound",
+            code=Code.INPUT_BOUND,
             severity=Severity.WARNING if highly and not crowded else Severity.INFO,
             step=first,
             title=f"Training waits for input {share:.0%} of the time ({level} input-bound)",

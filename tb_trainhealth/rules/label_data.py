@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.vocab import REGRESSION_LOSSES, LossKind
 from tb_trainhealth.findings import Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.series_math import finite_part
@@ -177,7 +178,7 @@ def _shares_finding(
 ) -> Finding:
     first, last = int(val.steps[0]), int(val.steps[-1])
     return Finding(
-        code="label_problem",
+        code=Code.LABEL_PROBLEM,
         severity=Severity.WARNING,
         step=first,
         title=(
@@ -228,7 +229,7 @@ def conflicting_duplicates(run: RunSignals) -> list[Finding]:
     first, last = int(train.steps[0]), int(train.steps[-1])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.WARNING,
             step=first,
             title=(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LintCheck
 from tb_trainhealth.findings import (
@@ -252,7 +253,7 @@ def label_lint_findings(run: RunSignals) -> list[Finding]:
         title, detail, fixes, severity = _LABEL_CHECKS[event.check]
         findings.append(
             Finding(
-                code="label_problem",
+                code=Code.LABEL_PROBLEM,
                 severity=severity,
                 step=event.step,
                 title=_format(title, event),
@@ -278,7 +279,7 @@ def negative_loss(run: RunSignals) -> list[Finding]:
     step = int(loss.steps[below[0]])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.CRITICAL,
             step=step,
             title=f"{loss_name} went negative ({loss.values[below[0]]:.3g} at {run.at(step)})",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck
 from tb_trainhealth.findings import CHANGE_LABELS, RAISE_RATE, SCALE_INPUTS, Evidence, Finding, Fix, Severity
@@ -162,7 +163,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
             )
         return [
             Finding(
-                code="loss_plateau",
+                code=Code.LOSS_PLATEAU,
                 severity=Severity.WARNING,
                 step=settled,
                 title=title if frozen is None else f"{title}: {frozen[0].split(':')[0]}",
@@ -182,7 +183,7 @@ def check_loss_plateau(run: RunSignals) -> list[Finding]:
         return []
     return [
         Finding(
-            code="loss_plateau",
+            code=Code.LOSS_PLATEAU,
             severity=Severity.WARNING,
             step=first,
             title=f"Loss is not decreasing: {signed_percent(-progress)} change over the whole run"

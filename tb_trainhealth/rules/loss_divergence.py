@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.loss_curve import MIN_STEP_POINTS, is_noisy, training_loss
@@ -76,7 +77,7 @@ def check_loss_divergence(run: RunSignals) -> list[Finding]:
             )
         return [
             Finding(
-                code="loss_divergence",
+                code=Code.LOSS_DIVERGENCE,
                 severity=Severity.CRITICAL if critical else Severity.WARNING,
                 step=onset,
                 title=title,
@@ -125,7 +126,7 @@ def _loss_spike(run: RunSignals, name: str, loss: Series, start: float) -> list[
     step = int(loss.steps[index + first])
     return [
         Finding(
-            code="loss_divergence",
+            code=Code.LOSS_DIVERGENCE,
             severity=severity,
             step=step,
             title=f"Loss spiked from {trailing[index]:.3g} to {values[index]:.3g} at {run.at(step)}",
@@ -195,7 +196,7 @@ def _epoch_jump(run: RunSignals, loss: Series) -> list[Finding]:
         then += f" The jump threw away all the progress: the first epoch's loss was {values[0]:.4g}."
     return [
         Finding(
-            code="loss_divergence",
+            code=Code.LOSS_DIVERGENCE,
             severity=Severity.INFO if recovered and not all_progress_lost else Severity.WARNING,
             step=onset,
             title=f"Training became unstable: the epoch loss jumped from {best:.3g} to {values[i]:.3g}",

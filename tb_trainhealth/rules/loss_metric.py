@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.signals import RunSignals
@@ -84,7 +85,7 @@ def _above_uniform(run: RunSignals, classes: int, uniform: float) -> list[Findin
     step = int(loss.steps[-1])
     return [
         Finding(
-            code="loss_metric_mismatch",
+            code=Code.LOSS_METRIC_MISMATCH,
             severity=Severity.WARNING,
             step=step,
             title=(
@@ -115,7 +116,7 @@ def _summed(run: RunSignals, classes: int, uniform: float, batch: float | None) 
     step = int(loss.steps[0])
     return [
         Finding(
-            code="loss_metric_mismatch",
+            code=Code.LOSS_METRIC_MISMATCH,
             severity=Severity.WARNING,
             step=step,
             title=(

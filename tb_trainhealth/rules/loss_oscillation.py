@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import RAISE_BATCH_SIZE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import CLIP_FIX, LR_FIX_LOWER, LR_FIX_SCHEDULE
 from tb_trainhealth.rules.loss_curve import MIN_EPOCH_POINTS, OSCILLATION_SPREAD, training_loss
@@ -79,7 +80,7 @@ def _swinging_epochs(run: RunSignals) -> list[Finding]:
     low, high = float(np.min(val_values)), float(np.max(val_values))
     return [
         Finding(
-            code="loss_oscillation",
+            code=Code.LOSS_OSCILLATION,
             severity=Severity.WARNING,
             step=onset,
             title=f"Loss bounces between {low:.3g} and {high:.3g} from epoch to epoch: {rate_text} is too high for it",
@@ -123,7 +124,7 @@ def check_loss_oscillation(run: RunSignals) -> list[Finding]:
     onset = int(loss.steps[half])
     return [
         Finding(
-            code="loss_oscillation",
+            code=Code.LOSS_OSCILLATION,
             severity=Severity.WARNING,
             step=onset,
             title=f"Loss oscillates without progress (swings of {spread:.0%} of its level)",

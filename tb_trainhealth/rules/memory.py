@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.fact_text import fact
 from tb_trainhealth.rules.run_setup import steps_per_epoch
@@ -261,7 +262,7 @@ def check_memory_growth(run: RunSignals) -> list[Finding]:
         )
         findings.append(
             Finding(
-                code="memory_growth",
+                code=Code.MEMORY_GROWTH,
                 severity=Severity.WARNING if urgent else Severity.INFO,
                 step=start,
                 title=f"{label} {how}: +{grown:.0f} MiB since step {start}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LintEvent
 from tb_trainhealth.contract.vocab import LintCheck, LossKind
 from tb_trainhealth.findings import (
@@ -113,7 +114,7 @@ def check_output_loss_mismatch(run: RunSignals) -> list[Finding]:
         detail, fix_text, fix_code = (part.format(**fields) for part in _EXPLAIN[check])
         findings.append(
             Finding(
-                code="output_loss_mismatch",
+                code=Code.OUTPUT_LOSS_MISMATCH,
                 severity=_severity(check),
                 step=event.step,  # the fit() it was found at
                 title=f"Last layer and loss do not fit: {check.value.replace('_', ' ')}",
@@ -207,7 +208,7 @@ def _lint_finding(event: LintEvent, confirmed: str | None) -> Finding:
         title = f"{title} keeps the model from learning: {confirmed.split(',')[0]}"
         detail = f"{detail} Here it is the cause: {confirmed}."
     return Finding(
-        code="model_config",
+        code=Code.MODEL_CONFIG,
         severity=Severity.WARNING if confirmed is not None and event.check in _CONFIRMABLE else Severity.INFO,
         step=event.step,
         title=title,
@@ -222,7 +223,7 @@ def _penalty_finding(run: RunSignals, penalties: list[Penalty], confirmed: str) 
     strongest = max(penalties, key=lambda p: p.factor)
     layers = ", ".join(sorted({p.layer for p in penalties})[:6])
     return Finding(
-        code="model_config",
+        code=Code.MODEL_CONFIG,
         severity=Severity.WARNING,
         step=None,
         title=f"Regularisation so strong the model stays at the prior: {strongest.text} ({len(penalties)} regularizer(s))",
@@ -268,7 +269,7 @@ def _custom_loss(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="model_config",
+            code=Code.MODEL_CONFIG,
             severity=Severity.INFO,
             step=None,
             title=f"The loss `{name}` is not one of Keras' losses the checks know: the loss-specific checks are off",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import NanOriginEvent, NonfiniteEvent
 from tb_trainhealth.contract.vocab import NanOriginWhere
 from tb_trainhealth.findings import ADD_CLIPPING, CHANGE_LOSS, LOWER_RATE, Evidence, Finding, Fix, Severity
@@ -281,7 +282,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         if share <= LOSS_SCALE_SKIP_SHARE:
             return [
                 Finding(
-                    code="nonfinite",
+                    code=Code.NONFINITE,
                     severity=Severity.INFO,
                     step=onset,
                     title="Loss scaling skipped steps with overflowing gradients (normal)",
@@ -294,7 +295,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
             ]
         return [
             Finding(
-                code="nonfinite",
+                code=Code.NONFINITE,
                 severity=Severity.CRITICAL,
                 step=onset,
                 title=f"Loss scale keeps collapsing: {share:.0%} of the later steps skipped for overflow",
@@ -343,7 +344,7 @@ def check_nonfinite(run: RunSignals) -> list[Finding]:
         detail += " The first layer of the model is hit first, which points at the input data."
     return [
         Finding(
-            code="nonfinite",
+            code=Code.NONFINITE,
             severity=Severity.CRITICAL,
             step=onset,
             title=f"NaN/Inf appeared in {' and '.join(sorted(hits, key=hits.get))} at {run.at(onset)}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import FitEndEvent
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, ADD_REGULARIZATION, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import RESTORE_BEST_FIX
@@ -109,7 +110,7 @@ def check_overfitting(run: RunSignals) -> list[Finding]:
         return [_handled(run, stopped, best_step, last_step, best_val, last_val)]
     return [
         Finding(
-            code="overfitting",
+            code=Code.OVERFITTING,
             severity=Severity.WARNING,
             step=best_step,
             title=f"Overfitting: validation loss up {_rise(best_val, last_val)} since {run.at(best_step)} while training loss fell",
@@ -144,7 +145,7 @@ def _handled(run: RunSignals, end: FitEndEvent, best_step: int, last_step: int, 
     restored = any(c.name == "EarlyStopping" and c.restore_best_weights for c in run.info.callbacks)
     kept = "restored the weights of the best epoch" if restored else "kept the last weights, not the best ones"
     return Finding(
-        code="overfitting",
+        code=Code.OVERFITTING,
         severity=Severity.INFO,
         step=best_step,
         title=f"EarlyStopping stopped the run as the validation loss rose ({_rise(best, last)} after {run.at(best_step)})",

@@ -8,6 +8,7 @@ as a run whose gradients were fine: the finding names what is missing and what i
 
 from __future__ import annotations
 
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import Event, NonfiniteEvent, PartOffEvent
 from tb_trainhealth.contract.vocab import STALE_TRAIN_STEP, Part
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
@@ -129,7 +130,7 @@ def _finding(event: PartOffEvent) -> Finding:
     keras = f" (Keras {event.keras_version})" if event.keras_version and event.error else ""
     fix = INTERNAL_ERROR_FIX if event.error else _SETTING_FIXES.get(event.part)
     return Finding(
-        code="part_not_recorded",
+        code=Code.PART_NOT_RECORDED,
         severity=Severity.INFO,
         step=event.step,
         title=f"{what[0].upper()}{what[1:]} (from step {event.step})",
@@ -168,7 +169,7 @@ def check_stale_train_step(run: RunSignals) -> list[Finding]:
     event = stale[0]
     return [
         Finding(
-            code="model_config",
+            code=Code.MODEL_CONFIG,
             severity=Severity.WARNING,
             step=event.step,
             title=f"Trainable changed without compile: the fit from step {event.step} trains other variables "

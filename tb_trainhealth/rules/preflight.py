@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import PreflightEvent
 from tb_trainhealth.contract.preflight import REGRESSION_OUTPUT_ALLOWANCE, loss_is_regression
 from tb_trainhealth.contract.vocab import CATEGORICAL_LOSSES, LossKind
@@ -40,10 +41,10 @@ def latest_preflight(run: RunSignals) -> PreflightEvent | None:
 
 # What each preflight finding measured: the fields of its event worth showing with it.
 _SHOWN = {
-    "initial_loss_off": ("loss", "outputs", "initial_loss", "expected_loss", "expected_how", "samples"),
-    "no_gradient": ("trainable_variables", "no_gradient", "zero_gradient", "samples"),
-    "input_ignored": ("fit_start_loss", "fit_end_loss", "zeroed_start_loss", "zeroed_end_loss", "zeroed_steps"),
-    "cannot_fit_small_batch": (
+    Code.INITIAL_LOSS_OFF: ("loss", "outputs", "initial_loss", "expected_loss", "expected_how", "samples"),
+    Code.NO_GRADIENT: ("trainable_variables", Code.NO_GRADIENT, "zero_gradient", "samples"),
+    Code.INPUT_IGNORED: ("fit_start_loss", "fit_end_loss", "zeroed_start_loss", "zeroed_end_loss", "zeroed_steps"),
+    Code.CANNOT_FIT_SMALL_BATCH: (
         "fit_samples",
         "trainable_params",
         "learning_rate",
@@ -118,7 +119,7 @@ def check_initial_loss_off(run: RunSignals) -> list[Finding]:
         )
     return [
         Finding(
-            code="initial_loss_off",
+            code=Code.INITIAL_LOSS_OFF,
             severity=Severity.WARNING,
             step=event.step,
             title=f"Preflight: initial loss {event.initial_loss:.4g} is {ratio:.0f}x what the output implies",
@@ -127,7 +128,7 @@ def check_initial_loss_off(run: RunSignals) -> list[Finding]:
                 f"{event.initial_loss:.4g}; the output layer and loss imply about {event.expected_loss:.4g} "
                 f"({event.expected_how or 'at initialisation'}). {why}"
             ),
-            evidence=preflight_evidence(event, "initial_loss_off"),
+            evidence=preflight_evidence(event, Code.INITIAL_LOSS_OFF),
             fixes=fixes,
         )
     ]
@@ -141,13 +142,13 @@ def check_no_gradient(run: RunSignals) -> list[Finding]:
     if event.trainable_variables == 0:
         return [
             Finding(
-                code="no_gradient",
+                code=Code.NO_GRADIENT,
                 severity=Severity.CRITICAL,
                 step=event.step,
                 title="Preflight: the model has no trainable variables",
                 detail="Nothing in the model is trainable, so fit() changes nothing: every layer is frozen "
                 "(trainable=False) or the model has no weights.",
-                evidence=preflight_evidence(event, "no_gradient"),
+                evidence=preflight_evidence(event, Code.NO_GRADIENT),
                 fixes=(
                     Fix(
                         "Unfreeze the layers to train (after building the head on a frozen backbone, compile again).",
@@ -167,7 +168,7 @@ def check_no_gradient(run: RunSignals) -> list[Finding]:
         parts.append(f"a gradient of exactly zero for {_names(event.zero_gradient)}: nothing flows through them")
     return [
         Finding(
-            code="no_gradient",
+            code=Code.NO_GRADIENT,
             severity=Severity.CRITICAL if everything else Severity.WARNING,
             step=event.step,
             title=f"Preflight: {len(stuck)} of {event.trainable_variables} trainable variables get no gradient",
@@ -176,7 +177,7 @@ def check_no_gradient(run: RunSignals) -> list[Finding]:
                 "variables. Causes: a branch whose output does not reach the loss, a tf.stop_gradient, a layer "
                 "built but not called, inputs that are all zero, or ReLU units dead from their initialisation."
             ),
-            evidence=preflight_evidence(event, "no_gradient", _layer_of(stuck[0])),
+            evidence=preflight_evidence(event, Code.NO_GRADIENT, _layer_of(stuck[0])),
             fixes=(
                 Fix(
                     "Connect the branch to the output, or, if it is meant to stay fixed, freeze it so it is not "

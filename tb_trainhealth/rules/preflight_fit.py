@@ -9,6 +9,7 @@ the zeroed control once the fit proves the input is used), are in `contract.pref
 
 from __future__ import annotations
 
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import LintEvent, PreflightEvent
 from tb_trainhealth.contract.preflight import loss_is_regression
 from tb_trainhealth.contract.vocab import FitStop, LintCheck
@@ -87,7 +88,7 @@ def check_input_ignored(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="input_ignored",
+            code=Code.INPUT_IGNORED,
             severity=Severity.CRITICAL,
             step=event.step,
             title="Preflight: the model fits its batch no better with real inputs than with zeros",
@@ -98,7 +99,7 @@ def check_input_ignored(run: RunSignals) -> list[Finding]:
                 "frequencies. Look for a layer that discards the input (a multiplication by 0, a reduction over "
                 "the batch axis, a slice that keeps padding), or inputs that reach the model constant."
             ),
-            evidence=preflight_evidence(event, "input_ignored"),
+            evidence=preflight_evidence(event, Code.INPUT_IGNORED),
             fixes=(
                 Fix(
                     "Check that different inputs give different outputs before training.",
@@ -256,7 +257,7 @@ def check_cannot_fit_small_batch(run: RunSignals) -> list[Finding]:
     outcome = "the loss became NaN/Inf" if nonfinite else f"the loss went from {start:.4g} to {end:.4g}"
     return [
         Finding(
-            code="cannot_fit_small_batch",
+            code=Code.CANNOT_FIT_SMALL_BATCH,
             severity=Severity.CRITICAL if stuck else Severity.WARNING,
             step=event.step,
             title=f"Preflight: the model cannot fit {samples} samples; likely cause: {cause.split(' (')[0]}",
@@ -266,7 +267,7 @@ def check_cannot_fit_small_batch(run: RunSignals) -> list[Finding]:
                 f"{reference:.4g} ({'the best constant prediction' if reference == event.baseline_loss else 'the first loss'}). "
                 f"Most likely cause: {cause}."
             ),
-            evidence=preflight_evidence(event, "cannot_fit_small_batch"),
+            evidence=preflight_evidence(event, Code.CANNOT_FIT_SMALL_BATCH),
             fixes=(fix,),
         )
     ]

@@ -17,6 +17,7 @@ import os
 
 from tb_trainhealth.contract import series as sig
 from tb_trainhealth.contract import stall
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import (
     CrashEvent,
     FitEndEvent,
@@ -220,7 +221,7 @@ def check_training_stalled(run: RunSignals) -> list[Finding]:
         where = _place_text(stalled)
         return [
             Finding(
-                code="training_stalled",
+                code=Code.TRAINING_STALLED,
                 severity=Severity.CRITICAL,
                 step=stalled.step,
                 title=f"Training stalled after step {stalled.step}: {where}",
@@ -248,7 +249,7 @@ def check_training_stalled(run: RunSignals) -> list[Finding]:
     )
     return [
         Finding(
-            code="training_stalled",
+            code=Code.TRAINING_STALLED,
             severity=Severity.WARNING,
             step=stalled.step,
             title=f"Training paused {seconds:.0f} s after step {stalled.step}: {where}",
@@ -364,7 +365,7 @@ def check_ended_abruptly(run: RunSignals) -> list[Finding]:
     fixes = (find_out, smaller, MEMORY_GROWTH_FIX, checkpoint) if rising else (find_out, checkpoint, smaller)
     return [
         Finding(
-            code="ended_abruptly",
+            code=Code.ENDED_ABRUPTLY,
             severity=Severity.CRITICAL,
             step=step,
             title=f"Training ended abruptly at step {step}: no end and no crash record",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import Evidence, Finding, Fix, Severity
 from tb_trainhealth.series_math import finite_part, rank_correlation
 from tb_trainhealth.signals import RunSignals, Series
@@ -46,7 +47,7 @@ def undertrained_warning(
     """An `undertrained` warning at `step`, its evidence the epoch losses the run has (or `series`)."""
     shown = series or tuple(s for s in (sig.EPOCH_LOSS, sig.EPOCH_VAL_LOSS) if run.get(s) is not None)
     return Finding(
-        code="undertrained",
+        code=Code.UNDERTRAINED,
         severity=Severity.WARNING,
         step=step,
         title=title,

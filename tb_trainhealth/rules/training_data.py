@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.vocab import PROBABILISTIC_LOSSES, LossKind
 from tb_trainhealth.findings import ADD_SHUFFLE, CHANGE_LABELS, Evidence, Fact, Finding, Fix, Severity
 from tb_trainhealth.rules.batch_order import batches_in_class_order
@@ -55,7 +56,7 @@ def validation_never_seen(run: RunSignals) -> list[Finding]:
     step = int(common[np.argmax(bad)])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.CRITICAL,
             step=step,
             title=(
@@ -198,7 +199,7 @@ def labels_unrelated(run: RunSignals) -> list[Finding]:
     first, last = int(common[0]), int(common[-1])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.CRITICAL,
             step=first,
             title=(
@@ -246,7 +247,7 @@ def labels_unrelated_by_loss(run: RunSignals) -> list[Finding]:
     first, last = int(common[0]), int(common[-1])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.WARNING,
             step=first,
             title=(
@@ -320,7 +321,7 @@ def class_mix_differs(run: RunSignals) -> list[Finding]:
     first, last = int(val.steps[0]), int(val.steps[-1])
     return [
         Finding(
-            code="label_problem",
+            code=Code.LABEL_PROBLEM,
             severity=Severity.WARNING,
             step=first,
             title=(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_trainhealth.contract import series as sig
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import ADD_EARLY_STOPPING, MORE_EPOCHS, RAISE_RATE, Evidence, Finding, Fix, Severity
 from tb_trainhealth.rules.common_fixes import LR_FIX_SCHEDULE
 from tb_trainhealth.rules.few_steps import too_few_steps
@@ -204,7 +205,7 @@ def _finding(run: RunSignals, cut_short: bool, step: int, share: float, per: str
         else f"Still creeping down at the end: {share:.1%} of the improvement {per}"
     )
     return Finding(
-        code="undertrained",
+        code=Code.UNDERTRAINED,
         severity=Severity.INFO,  # (the epochs were the author's budget: see the module docstring)
         step=step,
         title=title,

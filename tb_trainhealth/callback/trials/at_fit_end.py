@@ -21,6 +21,7 @@ from tb_trainhealth.callback.preflight.clone import CloneError
 from tb_trainhealth.callback.record.recording import Recording
 from tb_trainhealth.callback.trials.runner import run_trials
 from tb_trainhealth.callback.trials.sample import take_sample
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.contract.events import NanOriginEvent
 from tb_trainhealth.contract.trial_events import TrialsEvent
 from tb_trainhealth.findings import SCALE_TARGETS, Finding, Severity
@@ -28,30 +29,30 @@ from tb_trainhealth.findings import SCALE_TARGETS, Finding, Severity
 # Findings whose usual fixes are changes a trial can measure (the learning kind).
 LEARNING = frozenset(
     {
-        "worse_than_constant",
-        "loss_plateau",
-        "loss_divergence",
-        "nonfinite",
-        "loss_oscillation",
-        "dead_relu",
-        "saturated_activation",
-        "vanishing_gradients",
-        "exploding_gradients",
-        "no_gradient",
-        "undertrained",
-        "majority_class",
-        "output_loss_mismatch",
-        "unnormalized_input",
-        "unnormalized_target",
-        "bad_initialization",
-        "initial_loss_off",
-        "cannot_fit_small_batch",
-        "model_config",  # (a linear stack, a trainable change without compile: changes a trial can make)
+        Code.WORSE_THAN_CONSTANT,
+        Code.LOSS_PLATEAU,
+        Code.LOSS_DIVERGENCE,
+        Code.NONFINITE,
+        Code.LOSS_OSCILLATION,
+        Code.DEAD_RELU,
+        Code.SATURATED_ACTIVATION,
+        Code.VANISHING_GRADIENTS,
+        Code.EXPLODING_GRADIENTS,
+        Code.NO_GRADIENT,
+        Code.UNDERTRAINED,
+        Code.MAJORITY_CLASS,
+        Code.OUTPUT_LOSS_MISMATCH,
+        Code.UNNORMALIZED_INPUT,
+        Code.UNNORMALIZED_TARGET,
+        Code.BAD_INITIALIZATION,
+        Code.INITIAL_LOSS_OFF,
+        Code.CANNOT_FIT_SMALL_BATCH,
+        Code.MODEL_CONFIG,  # (a linear stack, a trainable change without compile: changes a trial can make)
     }
 )
 # Findings that say the data or the process is what failed: no change of settings answers them, and a
 # trial that "helps" a little would put a setting before the real fix.
-NOT_SETTINGS = frozenset({"label_problem", "training_crash", "oom", "training_stalled", "ended_abruptly"})
+NOT_SETTINGS = frozenset({Code.LABEL_PROBLEM, Code.TRAINING_CRASH, Code.OOM, Code.TRAINING_STALLED, Code.ENDED_ABRUPTLY})
 # Budget: this share of the fit's wall time, at least MIN_TRIAL_SECONDS (a failing fit of a few
 # seconds still gets its advice checked), never more than MAX_TRIAL_SECONDS.
 TRIAL_SHARE = 0.1
@@ -104,15 +105,15 @@ def codes_to_try(findings: list[Finding]) -> set[str]:
     regression_targets = any(_regression_targets(f) for f in loud)
     codes = {f.code for f in loud}
     if regression_targets:  # (the loss gone negative follows from the same targets)
-        codes -= {"label_problem"}
+        codes -= {Code.LABEL_PROBLEM}
     if codes & NOT_SETTINGS:
         return set()
-    return (codes & LEARNING) | ({"label_problem"} if regression_targets else set())
+    return (codes & LEARNING) | ({Code.LABEL_PROBLEM} if regression_targets else set())
 
 
 def _regression_targets(finding: Finding) -> bool:
     """A label finding whose first fix treats the labels as real values (a target scale to add)."""
-    return finding.code == "label_problem" and bool(finding.fixes) and SCALE_TARGETS in finding.fixes[0].intents
+    return finding.code == Code.LABEL_PROBLEM and bool(finding.fixes) and SCALE_TARGETS in finding.fixes[0].intents
 
 
 def budget_seconds(fit_seconds: float, seconds: float | None = None) -> float:
@@ -135,7 +136,7 @@ def try_changes(
     return) what they measured."""
     codes = codes_to_try(findings)
     if any(origin.where.in_batch for origin in recording.signals().events_of(NanOriginEvent)):
-        codes.discard("nonfinite")  # the batch itself held the NaN: the data is what to change
+        codes.discard(Code.NONFINITE)  # the batch itself held the NaN: the data is what to change
     if not codes:
         return None
     fit_seconds = time.perf_counter() - setup.started

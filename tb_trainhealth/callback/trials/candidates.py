@@ -16,6 +16,7 @@ import numpy as np
 from tb_trainhealth.callback.fit_context import describe_loss
 from tb_trainhealth.callback.trials.sample import Sample
 from tb_trainhealth.callback.trials.task_error import Task
+from tb_trainhealth.contract.codes import Code
 from tb_trainhealth.findings import (
     ADD_CLIPPING,
     ADD_NONLINEARITY,
@@ -44,11 +45,11 @@ MORE_STEPS = 3  # "train longer" is tried at this many times the steps
 # Dense(1) -> Dense(5) -> Dense(1); its authors' fix is 32 tanh units a layer).
 HIDDEN_UNITS = 64
 CLIP_NORM = 1.0
-_BLOWN_UP = {"nonfinite", "exploding_gradients", "loss_divergence", "loss_oscillation"}
+_BLOWN_UP = {Code.NONFINITE, Code.EXPLODING_GRADIENTS, Code.LOSS_DIVERGENCE, Code.LOSS_OSCILLATION}
 _SATURATING = ("sigmoid", "tanh")
-_FLAT_UNITS = {"vanishing_gradients", "saturated_activation", "loss_plateau", "worse_than_constant"}
-_STARTS_BADLY = {"bad_initialization", "dead_relu", "saturated_activation", "vanishing_gradients"}
-_SLOW = {"undertrained", "loss_plateau", "worse_than_constant", "majority_class"}
+_FLAT_UNITS = {Code.VANISHING_GRADIENTS, Code.SATURATED_ACTIVATION, Code.LOSS_PLATEAU, Code.WORSE_THAN_CONSTANT}
+_STARTS_BADLY = {Code.BAD_INITIALIZATION, Code.DEAD_RELU, Code.SATURATED_ACTIVATION, Code.VANISHING_GRADIENTS}
+_SLOW = {Code.UNDERTRAINED, Code.LOSS_PLATEAU, Code.WORSE_THAN_CONSTANT, Code.MAJORITY_CLASS}
 _PROBABILITY_LOSSES = ("binary_crossentropy", "categorical_crossentropy", "sparse_categorical_crossentropy")
 _PLAIN_LAYERS = {"Dense", "Dropout", "Flatten", "InputLayer"}
 _REGRESSION_LOSSES = ("mean_squared_error", "mse", "mean_absolute_error", "mae", "huber", "log_cosh", "logcosh")
