@@ -15,9 +15,10 @@ Near the fixed twin: the held-out score (accuracy, or R^2) within TOLERANCE of t
 at the same seed, where TOLERANCE is the larger of MIN_TOLERANCE and twice the fixed program's
 seed-to-seed difference (seeds 0 and 1). Worse: below the buggy program's score by more than that.
 
-Measured 2026-12-07 on 2 idle cores (seed 0): "near the fixed program 36 of 46; worse than before 0;
-neither 10" (842 s); beside a full test suite on the same cores, 34 of 46 (the trials' 10 s fit fewer
-changes). docs/benchmarks.md says which and why.
+Measured 2026-12-08 on 2 cores at load ~1 (seed 0): "near the fixed program 37 of 46; worse than before 0;
+neither 9" (868 s); 2026-12-07, 36 of 46 before real-valued targets under binary_crossentropy were tried,
+and 34 of 46 beside a full test suite on the same cores (the trials' 10 s fit fewer changes).
+docs/benchmarks.md says which and why.
 
 Usage:
     python -m bench.plan_applied [--only NAME[,NAME]] [--seed 0]
