@@ -126,6 +126,18 @@ def test_keras_3_optimizer_variables_and_all_reduce():
     np.testing.assert_allclose(variable.numpy(), [0.5, 0.5])
 
 
+def test_keras_3_one_step_on_data_is_the_tf_function_the_train_function_calls_per_host_batch():
+    model = tiny_model()
+    model.make_train_function()
+    step = keras_private.one_step_on_data(model.train_function)
+    assert step is not None and hasattr(step, "get_concrete_function"), (
+        "TensorFlowTrainer._make_function's closure cell one_step_on_data (under functools.wraps)"
+    )
+    model.train_function(iter([(X[:4], Y[:4])]))  # (a Python iterator: the host-fed path)
+    assert step.experimental_get_tracing_count() > 0, "the host-fed path no longer calls one_step_on_data"
+    assert keras_private.one_step_on_data(lambda iterator: iterator) is None
+
+
 def test_keras_3_train_function_traced_and_optimizer_known_variables():
     model = tiny_model()
     model.make_train_function()

@@ -123,6 +123,22 @@ def train_function_traced(function: Any) -> bool:
     return False
 
 
+def one_step_on_data(function: Any) -> Any | None:
+    """The `tf.function` Keras 3's train function calls on each batch it is handed from the host
+    (its closure's `one_step_on_data`, under `_autoconvert_optionals`' `functools.wraps` wrapper
+    since Keras 3.8); None where not found (run eagerly, tf_keras, or moved: the caller then lets
+    Keras trace it as it would)."""
+    names = getattr(getattr(function, "__code__", None), "co_freevars", ())
+    if "one_step_on_data" not in names:
+        return None
+    try:
+        step = function.__closure__[names.index("one_step_on_data")].cell_contents
+    except (TypeError, IndexError, ValueError):
+        return None
+    step = getattr(step, "__wrapped__", step)
+    return step if hasattr(step, "get_concrete_function") else None
+
+
 def flatten_layers(model: Any, include_self: bool = True) -> list[Any] | None:
     """`_flatten_layers(include_self=)`: all layers, nested too; None if missing/changed (`.layers`, or unbuilt)."""
     flatten = getattr(model, "_flatten_layers", None)

@@ -13,13 +13,19 @@ Only with `steps_per_execution == 1`: with more, Keras would run the steps one
 host call each and lose what `steps_per_execution` is for, so there we pass the
 real iterator through and record no wait.
 
-Costs once per fit: when the last batch of an epoch is smaller, the one-step
-function traces once more for the relaxed batch size (as with numpy input in
-Keras' other backends).
+Keras traces that one-step function for the shapes of the first batch it is
+handed, and once more (relaxed) for a smaller last batch, where its in-graph
+path traces once for the dataset's own shapes (batch size unknown). A graph of
+a known batch size rounds differently (a mean over 19 rows becomes a multiply by
+1/19): the fit's weights would differ in the last bits from the fit without the
+callback (bench/transparency.py: the demo's rnn_clipped, 819 training rows). So
+before its first host-fed step the one-step function is traced for the
+dataset's element spec, the trace every batch then runs, as in Keras' own path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +34,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tb_trainhealth.callback.frameworks import keras_private
 from tb_trainhealth.callback.step.concrete_call import ConcreteCall
 
 
@@ -92,6 +99,8 @@ class InputProbe:
         if self.enabled and isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             self._hold(iterator)
             before_step, self.before_first_step = self.before_first_step, None
+            if not getattr(train_function, "_trainhealth_spec_traced", False):  # (once per function)
+                before_step = _then_trace(before_step, train_function, iterator)
             return train_function(TimedBatches(iterator, self.waits_ms, self.inspect, before_step))
         return train_function(iterator)
 
@@ -114,6 +123,27 @@ class InputProbe:
     def take_waits(self) -> list[float]:
         waits, self.waits_ms = self.waits_ms, []
         return waits
+
+
+def _then_trace(
+    before_step: Callable[[Any], None] | None, train_function: Any, iterator: Any
+) -> Callable[[Any], None]:
+    """With the first batch, before its step: `before_step` (what must exist before the trace),
+    then Keras' one-step function traced for the iterator's element spec (a batch size left
+    unknown), where it has no trace yet: every host-fed batch then runs that graph."""
+
+    def first(batch: Any) -> None:
+        if before_step is not None:
+            before_step(batch)
+        with contextlib.suppress(AttributeError):  # (a callable that takes no attribute: traced again, harmless)
+            train_function._trainhealth_spec_traced = True
+        step = keras_private.one_step_on_data(train_function)
+        if step is None or step.experimental_get_tracing_count() > 0:
+            return
+        if not isinstance(iterator, tf.distribute.DistributedIterator):  # (per-replica specs: left to Keras)
+            step.get_concrete_function(iterator.element_spec)
+
+    return first
 
 
 class TfKerasInputProbe(InputProbe):
