@@ -251,3 +251,41 @@ def test_a_writer_closed_after_its_run_was_all_sent_does_not_fail():
         mirror.close()  # the writer's close, late
         (name,) = emulator.filesystem().find(f"{BUCKET}/logs/closed")
     assert name.endswith("events.out.tfevents.1")
+
+
+class OneRunPending:
+    """The tab's diagnosis cache with one run TensorBoard listed before (still being diagnosed)."""
+
+    def all(self, ctx):
+        import types
+
+        return [], [types.SimpleNamespace(name="run1")]
+
+
+def test_the_tab_says_when_a_bucket_it_shows_runs_of_lists_no_more(monkeypatch):
+    """TensorBoard's reloader thread stops at the first storage error and the tab kept showing the
+    runs it had read, with no word: with runs shown, the runs route now asks (in the background, at
+    most every 30 s) whether the bucket still lists, and says why not and what to do."""
+    import time
+
+    from tensorboard import context as tb_context
+
+    from tb_trainhealth.plugin import route_answers
+
+    monkeypatch.setattr(route_answers, "bucket_unreadable", lambda logdir: None)
+    with running_emulator("s3") as emulator, environment(emulator.env):
+        answers = {}
+        for bucket in (MISSING, BUCKET):
+            logdir = f"s3://{bucket}/logs"
+            deadline = time.monotonic() + (30 if bucket == MISSING else 3)  # (loopback: answered in ms)
+            while True:  # the first answer starts the check; a later one carries what it found
+                answer = route_answers.runs_answer(OneRunPending(), tb_context.RequestContext(), None, logdir)
+                if answer["logdir_problem"] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            answers[bucket] = answer
+    missing = answers[MISSING]
+    assert missing["logdir_problem_kind"] == route_answers.LISTING_FAILING, missing
+    assert "bucket does not exist" in missing["logdir_problem"] and "restart tensorboard" in missing["logdir_problem"]
+    assert [r["run"] for r in missing["runs"]] == ["run1"]  # the runs stay, as last read
+    assert answers[BUCKET]["logdir_problem"] is None  # a bucket that lists: nothing said

@@ -281,7 +281,8 @@ export function numsOrNull(v: unknown): (number | null)[] {
 }
 
 /** Why the logdir shows nothing at all, as the server says it; `kind` (route_answers.py): "missing",
- * "not_a_folder" (a local path) or "bucket_unreadable" (nothing here reads its scheme). */
+ * "not_a_folder" (a local path) or "bucket_unreadable" (nothing here reads its scheme); with runs
+ * shown, "listing_failing" (the bucket lists no more: the runs are as last read). */
 export interface LogdirProblem {
   kind: string;
   text: string;

@@ -48,7 +48,7 @@ export class App {
     title: "Every run against one baseline (a run, or each run's best earlier run of its model), worst first",
     attrs: { type: "button" },
   });
-  private readonly banner = h("div", { class: "th-banner", attrs: { role: "alert", hidden: "" } });
+  private readonly banner = h("div", { class: "th-banner", testid: "banner", attrs: { role: "alert", hidden: "" } });
   private readonly layout = h("div", { class: "th-layout" }, [this.runList.element, this.runView.element, this.compareAll.element]);
 
   private stopTheme: (() => void) | null = null;
@@ -124,6 +124,11 @@ export class App {
     }
     this.layout.hidden = false;
     this.root.querySelector(".th-empty-page")?.remove();
+    if (this.logdirProblem) {
+      // Runs shown, but the bucket lists no more (the server says why and what to do): said above them.
+      this.banner.textContent = this.logdirProblem.text;
+      this.banner.hidden = false;
+    }
     this.runList.markSelected(this.showingAll ? null : this.selected);
   }
 

@@ -13,6 +13,7 @@ import functools
 import itertools
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -47,6 +48,9 @@ BEST = "best"
 NAMES_SHOWN = 5
 # The runs route's logdir_problem_kind: which problem logdir_problem says, so the tab heads it right.
 MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE = "missing", "not_a_folder", "bucket_unreadable"
+# The bucket lists no more while the tab shows the runs TensorBoard read before (its reloader thread
+# stops at a storage error and never lists again): said above the runs, which stay shown.
+LISTING_FAILING = "listing_failing"
 
 Problems = dict[str, list[event_files.FileProblem]]
 
@@ -71,7 +75,8 @@ def runs_answer(
     `logdir_problem`: why the --logdir shows nothing (a local one does not
     exist or is not a folder; TensorBoard has nothing here that reads a bucket's scheme), else
     null: "no runs" would send the user looking for a bug in training; `logdir_problem_kind` says
-    which of these it is (MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE), or null."""
+    which of these it is (MISSING, NOT_A_FOLDER, BUCKET_UNREADABLE), or null; with runs shown,
+    LISTING_FAILING where the bucket no longer lists (the runs stay, as last read)."""
     started = time.monotonic()
     if files is not None:
         files.latest(wait=0)  # a first look starts checking the files while the runs are diagnosed
@@ -84,6 +89,10 @@ def runs_answer(
     if problem is None and not reports and logdir and not is_local(logdir):
         refused = refused_listing(logdir, time.monotonic() // REFUSAL_ASKED_EVERY_S)
         kind, problem = (BUCKET_UNREADABLE, refused) if refused else (None, None)
+    elif problem is None and logdir and not is_local(logdir):  # runs shown: are they still listed?
+        refused = listing_check(logdir).latest()
+        if refused:
+            kind, problem = LISTING_FAILING, f"{refused}. {STALE_RUNS}"
     return {
         "runs": [report.to_json(LIST_KEYS) for report in worst_first(reports)],
         "summary": summary_line(reports) if reports else "",
@@ -114,6 +123,42 @@ def refused_listing(logdir: str, period: float) -> str | None:
     `period` (REFUSAL_ASKED_EVERY_S): a refused listing is not "no training runs yet"."""
     why = probe_listing(logdir)
     return f"TensorBoard cannot list {logdir}: {why}" if why else None
+
+
+STALE_RUNS = (
+    "The runs below are as TensorBoard last read them: its reloader stops at the first storage error, "
+    "so restart tensorboard once the store answers"
+)
+
+
+class ListingCheck:
+    """Whether the bucket still lists, asked off the request path (one request; the store may take its
+    timeout to answer) at most every REFUSAL_ASKED_EVERY_S: `latest()` returns the last answer (None:
+    it listed, or not asked yet) and asks again in the background when that answer is old."""
+
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self._refused: str | None = None
+        self._asked_at = -math.inf
+        self._lock = threading.Lock()
+
+    def latest(self) -> str | None:
+        with self._lock:
+            due = time.monotonic() - self._asked_at >= REFUSAL_ASKED_EVERY_S
+            if due:
+                self._asked_at = time.monotonic()
+        if due:
+            threading.Thread(target=self._ask, name="tb-trainhealth-listing", daemon=True).start()
+        return self._refused
+
+    def _ask(self) -> None:
+        why = probe_listing(self.logdir)
+        self._refused = f"TensorBoard cannot list {self.logdir} any more: {why}" if why else None
+
+
+@functools.lru_cache(maxsize=8)
+def listing_check(logdir: str) -> ListingCheck:
+    return ListingCheck(logdir)
 
 
 @functools.lru_cache(maxsize=8)
