@@ -238,9 +238,13 @@ def test_a_writer_closed_after_its_run_was_all_sent_does_not_fail():
     """The exit's last upload sends the run and removes the local copy; the writer's own close can
     come after it (the idle closer's thread): nothing left to send, no error (it raised
     FileNotFoundError on the removed folder when a store outage moved the timings)."""
+    import s3fs
+
     from tb_trainhealth.callback.record.bucket_mirror import BucketMirror
 
     with running_emulator("s3") as emulator, environment(emulator.env):
+        # (fsspec keeps one s3 client per process, made for the endpoint of the first test to ask)
+        s3fs.S3FileSystem.clear_instance_cache()
         mirror = BucketMirror(emulator.url("logs/closed"))
         with open(os.path.join(mirror.local_dir, "events.out.tfevents.1"), "wb") as file:
             file.write(b"x" * 100)
